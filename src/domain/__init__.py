@@ -1,0 +1,1 @@
+"""Threadline's domain: entities, value objects and their rules. Standard library only."""
