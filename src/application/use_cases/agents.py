@@ -1,0 +1,139 @@
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from application.caller import Caller
+from application.errors import AgentNotFound, InvalidReference
+from application.native_tools import check_tool_config
+from application.pagination import Page, PageRequest, decode_id_cursor, page_of
+from application.ports.persistence import UnitOfWork
+from application.ports.system import Clock, IdGenerator
+from domain.agents import DEFAULT_MAX_STEPS, Agent, AgentChanges, ModelSettings
+from domain.ids import AgentId, IntegrationId
+from domain.text import slugify
+from domain.tools import ToolRef
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateAgentCommand:
+    caller: Caller
+    name: str
+    slug: str | None = None
+    description: str = ""
+    instructions: str = ""
+    model: str | None = None
+    model_settings: ModelSettings = field(default_factory=ModelSettings)
+    tools: Sequence[ToolRef] = ()
+    mcp_integration_ids: Sequence[IntegrationId] = ()
+    sub_agent_ids: Sequence[AgentId] = ()
+    max_steps: int = DEFAULT_MAX_STEPS
+    parallel_tool_calls: bool = True
+    publish_as_mcp: bool = False
+
+
+async def _check_links(
+    uow: UnitOfWork, caller: Caller, tools: Sequence[ToolRef], sub_agents: Sequence[AgentId]
+) -> None:
+    for ref in tools:
+        check_tool_config(ref.type, ref.config)
+    if sub_agents:
+        found = await uow.agents.existing_ids(caller.org_id, sub_agents)
+        missing = [str(a) for a in sub_agents if a not in found]
+        if missing:
+            raise InvalidReference(f"sub-agents not found: {', '.join(missing)}")
+
+
+class CreateAgent:
+    def __init__(self, uow: UnitOfWork, clock: Clock, ids: IdGenerator, default_model: str) -> None:
+        self._uow, self._clock, self._ids, self._default_model = uow, clock, ids, default_model
+
+    async def execute(self, command: CreateAgentCommand) -> Agent:
+        now = self._clock.now()
+        agent = Agent(
+            id=AgentId(self._ids.new()),
+            org_id=command.caller.org_id,
+            name=command.name,
+            slug=command.slug or slugify(command.name),
+            description=command.description,
+            instructions=command.instructions,
+            model=command.model or self._default_model,
+            model_settings=command.model_settings,
+            tools=tuple(command.tools),
+            mcp_integration_ids=tuple(command.mcp_integration_ids),
+            sub_agent_ids=tuple(command.sub_agent_ids),
+            max_steps=command.max_steps,
+            parallel_tool_calls=command.parallel_tool_calls,
+            publish_as_mcp=command.publish_as_mcp,
+            created_at=now,
+            updated_at=now,
+        )
+        async with self._uow as uow:
+            await _check_links(uow, command.caller, agent.tools, agent.sub_agent_ids)
+            await uow.agents.add(agent)
+            await uow.commit()
+        return agent
+
+
+class GetAgent:
+    def __init__(self, uow: UnitOfWork) -> None:
+        self._uow = uow
+
+    async def execute(self, caller: Caller, agent_id: AgentId) -> Agent:
+        async with self._uow.read_only() as uow:
+            agent = await uow.agents.get(caller.org_id, agent_id)
+        if agent is None:
+            raise AgentNotFound(f"agent {agent_id} not found")
+        return agent
+
+
+class ListAgents:
+    def __init__(self, uow: UnitOfWork) -> None:
+        self._uow = uow
+
+    async def execute(self, caller: Caller, page: PageRequest) -> Page[Agent]:
+        after = decode_id_cursor(page.cursor)
+        async with self._uow.read_only() as uow:
+            rows = await uow.agents.list(
+                caller.org_id, limit=page.limit + 1, after=AgentId(after) if after else None
+            )
+        return page_of(rows, page.limit, key=lambda a: str(a.id))
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateAgentCommand:
+    caller: Caller
+    agent_id: AgentId
+    changes: AgentChanges
+
+
+class UpdateAgent:
+    def __init__(self, uow: UnitOfWork, clock: Clock) -> None:
+        self._uow, self._clock = uow, clock
+
+    async def execute(self, command: UpdateAgentCommand) -> Agent:
+        async with self._uow as uow:
+            agent = await uow.agents.get(command.caller.org_id, command.agent_id)
+            if agent is None:
+                raise AgentNotFound(f"agent {command.agent_id} not found")
+            agent.apply(command.changes, self._clock.now())
+            await _check_links(uow, command.caller, agent.tools, agent.sub_agent_ids)
+            await uow.agents.save(agent)
+            await uow.commit()
+        return agent
+
+
+class DeleteAgent:
+    """Deletes an agent; threads keep their messages, and other agents stop delegating to it."""
+
+    def __init__(self, uow: UnitOfWork, clock: Clock) -> None:
+        self._uow, self._clock = uow, clock
+
+    async def execute(self, caller: Caller, agent_id: AgentId) -> None:
+        async with self._uow as uow:
+            if await uow.agents.get(caller.org_id, agent_id) is None:
+                raise AgentNotFound(f"agent {agent_id} not found")
+            now = self._clock.now()
+            for other in await uow.agents.referencing_sub_agent(caller.org_id, agent_id):
+                if other.forget_sub_agent(agent_id, now):
+                    await uow.agents.save(other)
+            await uow.agents.delete(caller.org_id, agent_id)
+            await uow.commit()

@@ -1,0 +1,91 @@
+from dataclasses import dataclass
+
+from application.caller import Caller
+from application.errors import OrganizationNotFound, SlugTaken
+from application.ports.api_key_secrets import KeyHasher
+from application.ports.persistence import UnitOfWork
+from application.ports.system import Clock, IdGenerator
+from domain.api_keys import ApiKey, Role
+from domain.ids import ApiKeyId, OrgId
+from domain.organizations import Organization
+from domain.text import slugify
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateOrganizationCommand:
+    name: str
+    slug: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreatedOrganization:
+    organization: Organization
+    admin_key: ApiKey
+    admin_key_plaintext: str
+
+
+class CreateOrganization:
+    """Creates a tenant with its first admin key, whose secret is returned this once."""
+
+    def __init__(self, uow: UnitOfWork, clock: Clock, ids: IdGenerator, hasher: KeyHasher) -> None:
+        self._uow, self._clock, self._ids, self._hasher = uow, clock, ids, hasher
+
+    async def execute(self, command: CreateOrganizationCommand) -> CreatedOrganization:
+        now = self._clock.now()
+        org = Organization(
+            id=OrgId(self._ids.new()),
+            name=command.name,
+            slug=command.slug or slugify(command.name),
+            created_at=now,
+        )
+        minted = self._hasher.mint()
+        key = ApiKey(
+            id=ApiKeyId(self._ids.new()),
+            org_id=org.id,
+            name="first admin key",
+            role=Role.ADMIN,
+            prefix=minted.prefix,
+            secret_hash=minted.secret_hash,
+            created_at=now,
+        )
+        async with self._uow as uow:
+            if await uow.organizations.get_by_slug(org.slug) is not None:
+                raise SlugTaken(f"an organization with slug {org.slug!r} already exists")
+            await uow.organizations.add(org)
+            await uow.api_keys.add(key)
+            await uow.commit()
+        return CreatedOrganization(organization=org, admin_key=key, admin_key_plaintext=minted.plaintext)
+
+
+class FindOrganization:
+    """The organization with a slug; used by the operator's command line."""
+
+    def __init__(self, uow: UnitOfWork) -> None:
+        self._uow = uow
+
+    async def execute(self, slug: str) -> Organization:
+        async with self._uow.read_only() as uow:
+            org = await uow.organizations.get_by_slug(slug)
+        if org is None:
+            raise OrganizationNotFound(f"no organization with slug {slug!r}")
+        return org
+
+
+@dataclass(frozen=True, kw_only=True)
+class Me:
+    organization: Organization
+    api_key: ApiKey | None
+    role: Role
+
+
+class GetMe:
+    def __init__(self, uow: UnitOfWork) -> None:
+        self._uow = uow
+
+    async def execute(self, caller: Caller) -> Me:
+        async with self._uow.read_only() as uow:
+            org = await uow.organizations.get(caller.org_id)
+            key = await uow.api_keys.get(caller.org_id, caller.api_key_id) if caller.api_key_id else None
+        if org is None:
+            raise OrganizationNotFound("the organization no longer exists")
+        return Me(organization=org, api_key=key, role=caller.role)
