@@ -1,0 +1,1 @@
+"""Alembic migrations: the only way Threadline's schema is created or changed."""

@@ -1,0 +1,73 @@
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+READ_ONLY = "threadline_read_only"
+
+
+class Database:
+    """The engine, plus what it takes to write safely to it.
+
+    SQLite allows one writer at a time. Writers of this process queue on an asyncio lock rather
+    than in SQLite's busy handler, whose sleeps would make latency spiky; readers never wait
+    (WAL mode). PostgreSQL needs neither.
+    """
+
+    def __init__(self, database_url: str, *, pool_size: int = 10) -> None:
+        self.url = database_url
+        self.is_sqlite = make_url(database_url).get_backend_name() == "sqlite"
+        self.engine = (
+            _sqlite_engine(database_url) if self.is_sqlite else _server_engine(database_url, pool_size)
+        )
+        self._write_lock = asyncio.Lock() if self.is_sqlite else None
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        if self._write_lock is None:
+            yield
+            return
+        async with self._write_lock:
+            yield
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+
+
+def build_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
+    return Database(database_url, pool_size=pool_size).engine
+
+
+def _server_engine(database_url: str, pool_size: int) -> AsyncEngine:
+    return create_async_engine(
+        database_url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, pool_recycle=1800
+    )
+
+
+def _sqlite_engine(database_url: str) -> AsyncEngine:
+    engine = create_async_engine(database_url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let us issue BEGIN ourselves (below) instead of the driver's implicit one.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        # A writing transaction takes the write lock up front, so it never fails later when a
+        # read inside it turns into a write; a reading one takes a snapshot and no lock.
+        read_only = connection.get_execution_options().get(READ_ONLY, False)
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    return engine

@@ -1,0 +1,105 @@
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from application.errors import SlugTaken
+from domain.agents import Agent, ModelSettings
+from domain.ids import AgentId, IntegrationId, OrgId
+from domain.tools import ToolRef, ToolType
+from infrastructure.persistence.errors import violated_unique
+from infrastructure.persistence.repositories._rows import utc_required
+from infrastructure.persistence.tables import agents
+
+
+def _to_entity(row: Any) -> Agent:
+    return Agent(
+        id=AgentId(row.id),
+        org_id=OrgId(row.org_id),
+        name=row.name,
+        slug=row.slug,
+        description=row.description,
+        instructions=row.instructions,
+        model=row.model,
+        model_settings=ModelSettings.from_dict(row.model_settings),
+        tools=tuple(ToolRef(type=ToolType(t["type"]), config=t.get("config", {})) for t in row.tools),
+        mcp_integration_ids=tuple(IntegrationId(UUID(i)) for i in row.mcp_integration_ids),
+        sub_agent_ids=tuple(AgentId(UUID(i)) for i in row.sub_agent_ids),
+        max_steps=row.max_steps,
+        parallel_tool_calls=row.parallel_tool_calls,
+        publish_as_mcp=row.publish_as_mcp,
+        created_at=utc_required(row.created_at),
+        updated_at=utc_required(row.updated_at),
+    )
+
+
+def _values(agent: Agent) -> dict[str, Any]:
+    return {
+        "name": agent.name,
+        "slug": agent.slug,
+        "description": agent.description,
+        "instructions": agent.instructions,
+        "model": agent.model,
+        "model_settings": agent.model_settings.as_dict(),
+        "tools": [{"type": t.type.value, "config": dict(t.config)} for t in agent.tools],
+        "mcp_integration_ids": [str(i) for i in agent.mcp_integration_ids],
+        "sub_agent_ids": [str(i) for i in agent.sub_agent_ids],
+        "max_steps": agent.max_steps,
+        "parallel_tool_calls": agent.parallel_tool_calls,
+        "publish_as_mcp": agent.publish_as_mcp,
+        "updated_at": agent.updated_at,
+    }
+
+
+class SqlAgentRepository:
+    def __init__(self, connection: AsyncConnection) -> None:
+        self._conn = connection
+
+    async def add(self, agent: Agent) -> None:
+        values = _values(agent) | {"id": agent.id, "org_id": agent.org_id, "created_at": agent.created_at}
+        await self._write(insert(agents).values(**values), agent.slug)
+
+    async def get(self, org_id: OrgId, agent_id: AgentId) -> Agent | None:
+        row = (
+            await self._conn.execute(select(agents).where(agents.c.org_id == org_id, agents.c.id == agent_id))
+        ).first()
+        return _to_entity(row) if row else None
+
+    async def list(self, org_id: OrgId, *, limit: int, after: AgentId | None) -> Sequence[Agent]:
+        query = select(agents).where(agents.c.org_id == org_id).order_by(agents.c.id).limit(limit)
+        if after is not None:
+            query = query.where(agents.c.id > after)
+        return [_to_entity(row) for row in await self._conn.execute(query)]
+
+    async def existing_ids(self, org_id: OrgId, ids: Sequence[AgentId]) -> set[AgentId]:
+        query = select(agents.c.id).where(agents.c.org_id == org_id, agents.c.id.in_(list(ids)))
+        return {AgentId(row.id) for row in await self._conn.execute(query)}
+
+    async def referencing_sub_agent(self, org_id: OrgId, agent_id: AgentId) -> Sequence[Agent]:
+        # Sub-agent links are a short JSON list per agent; an organization has few agents.
+        rows = await self._conn.execute(
+            select(agents).where(agents.c.org_id == org_id, agents.c.id != agent_id)
+        )
+        return [a for a in map(_to_entity, rows) if agent_id in a.sub_agent_ids]
+
+    async def save(self, agent: Agent) -> None:
+        query = (
+            update(agents)
+            .where(agents.c.org_id == agent.org_id, agents.c.id == agent.id)
+            .values(**_values(agent))
+        )
+        await self._write(query, agent.slug)
+
+    async def delete(self, org_id: OrgId, agent_id: AgentId) -> None:
+        await self._conn.execute(delete(agents).where(agents.c.org_id == org_id, agents.c.id == agent_id))
+
+    async def _write(self, statement: Any, slug: str) -> None:
+        try:
+            await self._conn.execute(statement)
+        except IntegrityError as error:
+            if violated_unique(error, agents) != "uq_agents_org_id_slug":
+                raise
+            raise SlugTaken(f"an agent with slug {slug!r} already exists in this organization") from None

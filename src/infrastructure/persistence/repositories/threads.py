@@ -1,0 +1,75 @@
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from domain.ids import AgentId, OrgId, ThreadId
+from domain.threads import Thread
+from infrastructure.persistence.repositories._rows import utc_required
+from infrastructure.persistence.tables import threads
+
+
+def _to_entity(row: Any) -> Thread:
+    return Thread(
+        id=ThreadId(row.id),
+        org_id=OrgId(row.org_id),
+        agent_id=AgentId(row.agent_id) if row.agent_id else None,
+        title=row.title,
+        metadata=dict(row.metadata),
+        message_count=row.message_count,
+        created_at=utc_required(row.created_at),
+        updated_at=utc_required(row.updated_at),
+    )
+
+
+class SqlThreadRepository:
+    def __init__(self, connection: AsyncConnection) -> None:
+        self._conn = connection
+
+    async def add(self, thread: Thread) -> None:
+        await self._conn.execute(
+            insert(threads).values(
+                id=thread.id,
+                org_id=thread.org_id,
+                agent_id=thread.agent_id,
+                title=thread.title,
+                metadata=thread.metadata,
+                message_count=thread.message_count,
+                created_at=thread.created_at,
+                updated_at=thread.updated_at,
+            )
+        )
+
+    async def get(self, org_id: OrgId, thread_id: ThreadId, *, for_update: bool = False) -> Thread | None:
+        query = select(threads).where(threads.c.org_id == org_id, threads.c.id == thread_id)
+        if for_update:
+            query = query.with_for_update()
+        row = (await self._conn.execute(query)).first()
+        return _to_entity(row) if row else None
+
+    async def list(
+        self, org_id: OrgId, *, limit: int, after: ThreadId | None, agent_id: AgentId | None = None
+    ) -> Sequence[Thread]:
+        query = select(threads).where(threads.c.org_id == org_id).order_by(threads.c.id).limit(limit)
+        if after is not None:
+            query = query.where(threads.c.id > after)
+        if agent_id is not None:
+            query = query.where(threads.c.agent_id == agent_id)
+        return [_to_entity(row) for row in await self._conn.execute(query)]
+
+    async def save(self, thread: Thread) -> None:
+        await self._conn.execute(
+            update(threads)
+            .where(threads.c.org_id == thread.org_id, threads.c.id == thread.id)
+            .values(
+                agent_id=thread.agent_id,
+                title=thread.title,
+                metadata=thread.metadata,
+                message_count=thread.message_count,
+                updated_at=thread.updated_at,
+            )
+        )
+
+    async def delete(self, org_id: OrgId, thread_id: ThreadId) -> None:
+        await self._conn.execute(delete(threads).where(threads.c.org_id == org_id, threads.c.id == thread_id))
