@@ -1,0 +1,1 @@
+"""Adapters and entry points: persistence, HTTP, CLI, and the container that wires them."""

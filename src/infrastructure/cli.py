@@ -1,0 +1,171 @@
+"""The `threadline` command: serve, migrate, and the operator's tenant administration."""
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
+from uuid import UUID
+
+import typer
+
+from application.caller import Caller
+from application.pagination import PageRequest
+from domain.api_keys import Role
+from domain.errors import DomainError
+from domain.ids import ApiKeyId
+from infrastructure.container import Container, shutdown
+from infrastructure.logging import configure_logging
+from infrastructure.persistence import migrations
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    help="Threadline: a multi-tenant agent platform API.", no_args_is_help=True, add_completion=False
+)
+orgs_app = typer.Typer(help="Organizations (tenants).", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys of an organization.", no_args_is_help=True)
+app.add_typer(orgs_app, name="orgs")
+app.add_typer(keys_app, name="keys")
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    return typer.Exit(code=1)
+
+
+def _run(work: Callable[[Container], Awaitable[T]]) -> T:
+    """Run one piece of async work with a container, turning domain errors into a clear message."""
+    container = Container()
+
+    async def main() -> T:
+        try:
+            return await work(container)
+        finally:
+            await shutdown(container)
+
+    try:
+        return asyncio.run(main())
+    except DomainError as error:
+        raise _fail(error.detail) from None
+    except OSError as error:
+        raise _fail(f"cannot reach the database: {error}") from None
+
+
+def _migrate(container: Container) -> None:
+    try:
+        migrations.upgrade(container.settings().database_url)
+    except Exception as error:  # alembic and drivers raise many kinds; the operator needs the message
+        raise _fail(f"migration failed: {error}") from None
+
+
+@app.command()
+def migrate() -> None:
+    """Upgrade the database schema to the latest revision."""
+    _migrate(Container())
+    typer.echo("database is at the latest revision")
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Listen address (THREADLINE_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="Listen port (THREADLINE_PORT)")] = None,
+    migrate_first: Annotated[
+        bool, typer.Option("--migrate/--no-migrate", help="Run migrations first")
+    ] = True,
+) -> None:
+    """Start the HTTP API."""
+    import uvicorn
+
+    from infrastructure.http.app import create_app
+
+    container = Container()
+    settings = container.settings()
+    configure_logging(settings.log_level, settings.log_format)
+    if migrate_first:
+        _migrate(container)
+    uvicorn.run(
+        create_app(container),
+        host=host or settings.host,
+        port=port or settings.port,
+        log_config=None,
+        access_log=True,
+        lifespan="on",
+    )
+
+
+async def _caller_for(container: Container, org_slug: str) -> Caller:
+    org = await container.find_organization().execute(org_slug)
+    return Caller.operator(org.id)
+
+
+@orgs_app.command("create")
+def create_org(
+    name: Annotated[str, typer.Argument(help="Display name")],
+    slug: Annotated[
+        str | None, typer.Option(help="URL-safe identifier; derived from the name if absent")
+    ] = None,
+) -> None:
+    """Create an organization and print its first admin API key (shown only this once)."""
+    from application.use_cases.organizations import CreateOrganizationCommand
+
+    created = _run(lambda c: c.create_organization().execute(CreateOrganizationCommand(name=name, slug=slug)))
+    typer.echo(f"organization: {created.organization.slug} ({created.organization.id})")
+    typer.echo(f"admin API key (store it now, it is not shown again): {created.admin_key_plaintext}")
+
+
+@keys_app.command("create")
+def create_key(
+    org: Annotated[str, typer.Option(help="Organization slug")],
+    name: Annotated[str, typer.Option(help="What the key is for")],
+    role: Annotated[Role, typer.Option(help="admin or member")] = Role.MEMBER,
+) -> None:
+    """Create an API key and print it (shown only this once)."""
+    from application.use_cases.api_keys import CreateApiKeyCommand
+
+    async def work(c: Container):  # type: ignore[no-untyped-def]
+        caller = await _caller_for(c, org)
+        return await c.create_api_key().execute(CreateApiKeyCommand(caller=caller, name=name, role=role))
+
+    issued = _run(work)
+    typer.echo(f"key id: {issued.api_key.id}")
+    typer.echo(f"API key (store it now, it is not shown again): {issued.plaintext}")
+
+
+@keys_app.command("list")
+def list_keys(org: Annotated[str, typer.Option(help="Organization slug")]) -> None:
+    """List an organization's API keys (never their secrets)."""
+
+    async def work(c: Container):  # type: ignore[no-untyped-def]
+        caller = await _caller_for(c, org)
+        keys, cursor = [], None
+        while True:
+            page = await c.list_api_keys().execute(caller, PageRequest(limit=100, cursor=cursor))
+            keys.extend(page.items)
+            if page.next_cursor is None:
+                return keys
+            cursor = page.next_cursor
+
+    for key in _run(work):
+        state = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
+        typer.echo(f"{key.id}  tl_{key.prefix}_…  {key.role.value:6}  {state:24}  {key.name}")
+
+
+@keys_app.command("revoke")
+def revoke_key(
+    key_id: Annotated[str, typer.Argument(help="Id of the key (see `keys list`)")],
+    org: Annotated[str, typer.Option(help="Organization slug")],
+) -> None:
+    """Revoke an API key: requests with it are refused from now on."""
+    try:
+        parsed = ApiKeyId(UUID(key_id))
+    except ValueError:
+        raise _fail(f"{key_id!r} is not a key id (see `threadline keys list --org {org}`)") from None
+
+    async def work(c: Container):  # type: ignore[no-untyped-def]
+        return await c.revoke_api_key().execute(await _caller_for(c, org), parsed)
+
+    key = _run(work)
+    typer.echo(f"revoked {key.id} ({key.name})")
+
+
+def main() -> None:
+    app()

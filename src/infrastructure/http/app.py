@@ -1,0 +1,37 @@
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from infrastructure.container import Container, shutdown
+from infrastructure.http.body_limit import BodyLimitMiddleware
+from infrastructure.http.errors import install_error_handlers
+from infrastructure.http.routers import agents, api_keys, health, me, threads, tools
+
+ROUTERS = (health, me, api_keys, agents, threads, tools)
+
+
+def create_app(container: Container | None = None) -> FastAPI:
+    """The HTTP application, built from a container (a fresh one unless given)."""
+    container = container or Container()
+    container.wire(modules=[*ROUTERS, "infrastructure.http.auth"])
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await shutdown(container)
+
+    app = FastAPI(
+        title="Threadline",
+        version="0.1.0",
+        description="Multi-tenant agent platform: agents, threads, runs, and MCP in both directions.",
+        lifespan=lifespan,
+    )
+    app.state.container = container
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings().max_request_bytes)
+    for module in ROUTERS:
+        app.include_router(module.router)
+    return app

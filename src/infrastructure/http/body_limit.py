@@ -1,0 +1,70 @@
+"""Refuses request bodies above a size limit before they are read into memory."""
+
+import json
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class BodyTooLarge(HTTPException):
+    """An HTTPException, so the framework renders it as a 413 wherever the body is being read."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(413, f"request bodies are limited to {max_bytes} bytes")
+
+
+class BodyLimitMiddleware:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self._app = app
+        self._max = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self._max:
+            await self._refuse(send)
+            return
+        seen = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self._max:
+                    raise BodyTooLarge(self._max)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self._app(scope, limited_receive, tracking_send)
+        except BodyTooLarge:
+            if not started:
+                await self._refuse(send)
+
+    async def _refuse(self, send: Send) -> None:
+        body: dict[str, Any] = {
+            "error": "RequestTooLarge",
+            "detail": f"request bodies are limited to {self._max} bytes",
+        }
+        payload = json.dumps(body).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(payload)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})

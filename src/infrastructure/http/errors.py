@@ -1,0 +1,94 @@
+"""The one table that maps errors to HTTP responses: {"error": <Name>, "detail": <message>}."""
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from application.errors import (
+    Conflict,
+    InvalidCursor,
+    InvalidReference,
+    NotAuthenticated,
+    NotFound,
+    PermissionDenied,
+)
+from domain.errors import DomainError, IllegalTransition, InvalidValue
+
+logger = logging.getLogger(__name__)
+
+# Most specific first: the first class an error is an instance of decides its status.
+ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
+    (NotAuthenticated, 401),
+    (PermissionDenied, 403),
+    (NotFound, 404),
+    (Conflict, 409),
+    (IllegalTransition, 409),
+    (InvalidCursor, 400),
+    (InvalidReference, 422),
+    (InvalidValue, 422),
+    (DomainError, 400),
+)
+
+_HTTP_NAMES = {
+    400: "BadRequest",
+    401: "NotAuthenticated",
+    403: "PermissionDenied",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    413: "RequestTooLarge",
+    415: "UnsupportedMediaType",
+}
+
+
+def error_response(
+    status: int, error: str, detail: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"error": error, "detail": detail}, status_code=status, headers=headers)
+
+
+def status_of(error: DomainError) -> int:
+    return next(status for cls, status in ERROR_STATUS if isinstance(error, cls))
+
+
+async def _domain_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, DomainError)
+    status = status_of(error)
+    headers = {"WWW-Authenticate": 'Bearer realm="threadline"'} if status == 401 else None
+    return error_response(status, type(error).__name__, error.detail, headers)
+
+
+def _describe(issue: dict[str, Any]) -> str:
+    location = ".".join(str(part) for part in issue.get("loc", ()) if part not in ("body",))
+    message = str(issue.get("msg", "invalid value"))
+    return f"{location}: {message}" if location else message
+
+
+async def _validation_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    issues = list(error.errors())
+    if any(issue.get("type") == "json_invalid" for issue in issues):
+        return error_response(400, "InvalidJson", "the request body is not valid JSON")
+    return error_response(422, "ValidationError", "; ".join(_describe(i) for i in issues[:10]))
+
+
+async def _http_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, StarletteHTTPException)
+    name = _HTTP_NAMES.get(error.status_code, "HttpError")
+    return error_response(error.status_code, name, str(error.detail), dict(error.headers or {}))
+
+
+async def _unexpected(request: Request, error: Exception) -> JSONResponse:
+    logger.exception("unhandled error on %s %s", request.method, request.url.path)
+    return error_response(500, "InternalError", "an unexpected error occurred; it has been logged")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(DomainError, _domain_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,20 @@
+from typing import Annotated
+
+from dependency_injector.wiring import Provide, inject
+from fastapi import APIRouter, Depends
+
+from application.use_cases.tools import ListNativeTools
+from infrastructure.container import Container
+from infrastructure.http.auth import CallerDep
+from infrastructure.http.schemas.tools import NativeToolOut
+
+router = APIRouter(prefix="/v1/tools", tags=["tools"])
+
+
+@router.get("", response_model=list[NativeToolOut], summary="Native tool types an agent may reference")
+@inject
+async def list_tools(
+    _caller: CallerDep,
+    use_case: Annotated[ListNativeTools, Depends(Provide[Container.list_native_tools])],
+) -> list[NativeToolOut]:
+    return [NativeToolOut.of(spec) for spec in await use_case.execute()]

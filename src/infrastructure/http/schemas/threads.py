@@ -1,0 +1,117 @@
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, Field, StringConstraints
+
+from application.caller import Caller
+from application.use_cases.threads import CreateThreadCommand
+from domain.ids import AgentId
+from domain.messages import (
+    IMAGE_URL_MAX,
+    PARTS_MAX,
+    TEXT_MAX,
+    ContentPart,
+    ImageContent,
+    Message,
+    TextContent,
+    part_to_dict,
+)
+from domain.threads import METADATA_KEY_MAX, METADATA_KEYS_MAX, METADATA_VALUE_MAX, THREAD_TITLE_MAX, Thread
+from infrastructure.http.schemas.common import RequestModel
+
+MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=METADATA_KEY_MAX)]
+MetadataValue = Annotated[str, StringConstraints(max_length=METADATA_VALUE_MAX, strict=True)]
+
+
+class ThreadCreate(RequestModel):
+    agent_id: UUID | None = Field(
+        default=None, description="The agent that answers in this thread by default"
+    )
+    title: Annotated[str, StringConstraints(max_length=THREAD_TITLE_MAX, strict=True)] = ""
+    metadata: dict[MetadataKey, MetadataValue] = Field(default_factory=dict, max_length=METADATA_KEYS_MAX)
+
+    def to_command(self, caller: Caller) -> CreateThreadCommand:
+        return CreateThreadCommand(
+            caller=caller,
+            agent_id=AgentId(self.agent_id) if self.agent_id else None,
+            title=self.title,
+            metadata=self.metadata,
+        )
+
+
+class ThreadOut(BaseModel):
+    id: UUID
+    agent_id: UUID | None
+    title: str
+    metadata: dict[str, str]
+    message_count: int
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, thread: Thread) -> "ThreadOut":
+        return cls(
+            id=thread.id,
+            agent_id=thread.agent_id,
+            title=thread.title,
+            metadata=thread.metadata,
+            message_count=thread.message_count,
+            created_at=thread.created_at,
+            updated_at=thread.updated_at,
+        )
+
+
+class TextPartIn(RequestModel):
+    type: Literal["text"]
+    text: Annotated[str, StringConstraints(max_length=TEXT_MAX, strict=True)]
+
+
+class ImagePartIn(RequestModel):
+    type: Literal["image"]
+    url: Annotated[str, StringConstraints(max_length=IMAGE_URL_MAX)] | None = None
+    data: str | None = Field(default=None, description="base64 image bytes (with mime_type)")
+    mime_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"] | None = None
+
+
+PartIn = Annotated[TextPartIn | ImagePartIn, Field(discriminator="type")]
+
+
+class MessageCreate(RequestModel):
+    role: Literal["user"] = "user"
+    content: (
+        Annotated[str, StringConstraints(min_length=1, max_length=TEXT_MAX, strict=True)]
+        | Annotated[list[PartIn], Field(min_length=1, max_length=PARTS_MAX)]
+    ) = Field(description="Text, or a list of text and image parts")
+
+    def parts(self) -> tuple[ContentPart, ...]:
+        if isinstance(self.content, str):
+            return (TextContent(text=self.content),)
+        return tuple(
+            TextContent(text=p.text)
+            if isinstance(p, TextPartIn)
+            else ImageContent(url=p.url, data=p.data, mime_type=p.mime_type)
+            for p in self.content
+        )
+
+
+class MessageOut(BaseModel):
+    id: UUID
+    thread_id: UUID
+    run_id: UUID | None
+    role: str
+    position: int = Field(description="1 for the thread's first message, then counting up")
+    content: list[dict[str, Any]] = Field(description="Typed parts: text, image, tool_use, tool_result")
+    created_at: datetime
+
+    @classmethod
+    def of(cls, message: Message) -> "MessageOut":
+        return cls(
+            id=message.id,
+            thread_id=message.thread_id,
+            run_id=message.run_id,
+            role=message.role.value,
+            position=message.position,
+            content=[part_to_dict(p) for p in message.content],
+            created_at=message.created_at,
+        )
