@@ -1,0 +1,85 @@
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from dependency_injector import providers
+
+from application.use_cases.organizations import CreateOrganizationCommand
+from infrastructure.container import Container
+from infrastructure.http.app import create_app
+from infrastructure.persistence import migrations
+from infrastructure.settings import Settings
+from tests.databases import fresh_database
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One migrated database shared by the run; tests keep apart by creating their own organizations."""
+    with fresh_database(tmp_path_factory.mktemp("db")) as url:
+        migrations.upgrade(url)
+        yield url
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str) -> Settings:
+    return Settings(_env_file=None, database_url=database_url, log_format="text", api_key_touch_seconds=0)
+
+
+@pytest.fixture(scope="session")
+def container(settings: Settings) -> Container:
+    container = Container()
+    container.settings.override(providers.Object(settings))
+    return container
+
+
+@pytest.fixture(scope="session")
+async def client(container: Container) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(container)
+    async with (
+        LifespanManager(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://threadline.test") as http,
+    ):
+        yield http
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """An organization as a test sees it: its id, slug and an admin key's auth header."""
+
+    id: str
+    slug: str
+    admin: dict[str, str]
+
+
+_counter = 0
+
+
+@pytest.fixture
+def make_tenant(container: Container):  # type: ignore[no-untyped-def]
+    async def make(name: str = "Tenant") -> Tenant:
+        global _counter
+        _counter += 1
+        created = await container.create_organization().execute(
+            CreateOrganizationCommand(name=f"{name} {_counter}", slug=None)
+        )
+        org = created.organization
+        return Tenant(
+            id=str(org.id), slug=org.slug, admin={"Authorization": f"Bearer {created.admin_key_plaintext}"}
+        )
+
+    return make
+
+
+@pytest.fixture
+async def tenant(make_tenant) -> Tenant:  # type: ignore[no-untyped-def]
+    return await make_tenant("Acme")
+
+
+async def member_headers(client: httpx.AsyncClient, tenant: Tenant) -> dict[str, str]:
+    response = await client.post(
+        "/v1/api-keys", json={"name": "member", "role": "member"}, headers=tenant.admin
+    )
+    assert response.status_code == 201, response.text
+    return {"Authorization": f"Bearer {response.json()['key']}"}

@@ -1,0 +1,46 @@
+"""Fresh databases for a test run: a SQLite file, or a new database on a PostgreSQL server.
+
+Set THREADLINE_TEST_POSTGRES_URL (e.g. postgresql+asyncpg://postgres@127.0.0.1:5432/test) to run
+against PostgreSQL; each run creates its own databases there and drops them afterwards.
+"""
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+POSTGRES_URL = os.environ.get("THREADLINE_TEST_POSTGRES_URL")
+
+
+def backend() -> str:
+    return "postgresql" if POSTGRES_URL else "sqlite"
+
+
+async def _admin(statement: str) -> None:
+    assert POSTGRES_URL is not None
+    engine = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+@contextmanager
+def fresh_database(directory: Path) -> Iterator[str]:
+    """Yields the URL of an empty database, removed afterwards. Blocking: not for a running loop."""
+    if POSTGRES_URL is None:
+        yield f"sqlite+aiosqlite:///{directory / f'threadline-{uuid.uuid4().hex[:8]}.db'}"
+        return
+    name = f"threadline_test_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

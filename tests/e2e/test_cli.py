@@ -1,0 +1,91 @@
+"""The operator's command line, and `threadline serve` as a real process on loopback."""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.databases import fresh_database
+
+THREADLINE = str(Path(sys.executable).with_name("threadline"))
+
+
+@pytest.fixture(scope="module")
+def cli_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    with fresh_database(tmp_path_factory.mktemp("cli")) as url:
+        yield os.environ | {"THREADLINE_DATABASE_URL": url, "THREADLINE_LOG_FORMAT": "text"}
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [THREADLINE, *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_operator_creates_an_org_and_manages_keys(cli_env: dict[str, str]) -> None:
+    assert cli(cli_env, "migrate").returncode == 0
+    created = cli(cli_env, "orgs", "create", "Initech Corp")
+    assert created.returncode == 0, created.stderr
+    assert "initech-corp" in created.stdout
+    assert re.search(r"tl_[a-z0-9]{12}_\S{43}", created.stdout)
+
+    again = cli(cli_env, "orgs", "create", "Initech Corp")
+    assert again.returncode == 1
+    assert "already exists" in again.stderr and "Traceback" not in again.stderr
+
+    key = cli(cli_env, "keys", "create", "--org", "initech-corp", "--name", "deploy bot", "--role", "member")
+    assert key.returncode == 0, key.stderr
+    key_id = re.search(r"key id: (\S+)", key.stdout).group(1)  # type: ignore[union-attr]
+    secret = re.search(r"(tl_\S+)", key.stdout).group(1)  # type: ignore[union-attr]
+
+    listed = cli(cli_env, "keys", "list", "--org", "initech-corp")
+    assert "deploy bot" in listed.stdout and secret not in listed.stdout
+
+    assert cli(cli_env, "keys", "revoke", key_id, "--org", "initech-corp").returncode == 0
+    assert "revoked" in cli(cli_env, "keys", "list", "--org", "initech-corp").stdout
+
+    for bad in (
+        ("keys", "create", "--org", "nope", "--name", "x"),
+        ("keys", "revoke", "not-an-id", "--org", "initech-corp"),
+        ("keys", "create", "--org", "initech-corp", "--name", "x", "--role", "owner"),
+        ("orgs", "create", ""),
+    ):
+        result = cli(cli_env, *bad)
+        assert result.returncode != 0, bad
+        assert "Traceback" not in result.stderr, bad
+
+
+def test_serve_migrates_and_answers_on_loopback(tmp_path: Path) -> None:
+    with fresh_database(tmp_path) as url:
+        env = os.environ | {"THREADLINE_DATABASE_URL": url, "THREADLINE_LOG_FORMAT": "text"}
+        port = _free_port()
+        server = subprocess.Popen(
+            [THREADLINE, "serve", "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            assert server.stderr is not None
+            for line in server.stderr:  # blocks until the server says it is up (or exits)
+                if "Application startup complete" in line:
+                    break
+            else:
+                pytest.fail("server exited before starting")
+            base = f"http://127.0.0.1:{port}"
+            assert httpx.get(f"{base}/readyz").json() == {"status": "ready"}
+            secret = re.search(r"(tl_\S+)", cli(env, "orgs", "create", "Live").stdout).group(1)  # type: ignore[union-attr]
+            me = httpx.get(f"{base}/v1/me", headers={"Authorization": f"Bearer {secret}"})
+            assert me.status_code == 200 and me.json()["organization"]["slug"] == "live"
+        finally:
+            server.terminate()
+            server.wait(timeout=30)

@@ -1,0 +1,40 @@
+from datetime import UTC, datetime
+
+from domain.ids import OrgId
+from domain.organizations import Organization
+from infrastructure.container import Container
+
+
+async def _org(container: Container, slug: str) -> Organization:
+    return Organization(id=OrgId(container.ids().new()), name=slug, slug=slug, created_at=datetime.now(UTC))
+
+
+async def test_nothing_is_written_without_commit(container: Container) -> None:
+    org = await _org(container, "uncommitted-org")
+    async with container.uow() as uow:
+        await uow.organizations.add(org)
+    async with container.uow() as uow:
+        assert await uow.organizations.get(org.id) is None
+
+
+async def test_an_error_rolls_the_whole_unit_back(container: Container) -> None:
+    org = await _org(container, "rolled-back-org")
+    try:
+        async with container.uow() as uow:
+            await uow.organizations.add(org)
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    async with container.uow() as uow:
+        assert await uow.organizations.get_by_slug("rolled-back-org") is None
+
+
+async def test_committed_work_is_visible_with_timezones(container: Container) -> None:
+    org = await _org(container, "committed-org")
+    async with container.uow() as uow:
+        await uow.organizations.add(org)
+        await uow.commit()
+    async with container.uow() as uow:
+        stored = await uow.organizations.get(org.id)
+    assert stored == org
+    assert stored is not None and stored.created_at.tzinfo is not None

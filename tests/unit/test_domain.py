@@ -1,0 +1,114 @@
+from datetime import UTC, datetime, timedelta
+from uuid import uuid4
+
+import pytest
+
+from domain.agents import Agent, AgentChanges, ModelSettings
+from domain.api_keys import ApiKey, Role
+from domain.errors import InvalidValue
+from domain.ids import AgentId, ApiKeyId, MessageId, OrgId, ThreadId
+from domain.messages import (
+    ImageContent,
+    Message,
+    MessageRole,
+    TextContent,
+    ToolResultContent,
+    ToolUseContent,
+    content_from_dicts,
+    part_to_dict,
+)
+from domain.text import slugify
+from domain.threads import Thread
+from domain.tools import ToolRef, ToolType
+
+NOW = datetime(2026, 11, 22, tzinfo=UTC)
+
+
+def agent(**overrides: object) -> Agent:
+    fields: dict = dict(
+        id=AgentId(uuid4()),
+        org_id=OrgId(uuid4()),
+        name="Helper",
+        slug="helper",
+        model="m",
+        created_at=NOW,
+        updated_at=NOW,
+    )
+    return Agent(**(fields | overrides))
+
+
+def test_slugify_makes_url_safe_slugs() -> None:
+    assert slugify("Support Bot #2") == "support-bot-2"
+    assert slugify("Ünïcödé  Naïve") == "unicode-naive"
+    assert slugify("!!!") == "item"
+    assert len(slugify("x" * 500)) == 64
+
+
+def test_agent_rules() -> None:
+    with pytest.raises(InvalidValue, match="max_steps"):
+        agent(max_steps=0)
+    with pytest.raises(InvalidValue, match="slug"):
+        agent(slug="Bad Slug")
+    with pytest.raises(InvalidValue, match="own sub-agent"):
+        a_id = AgentId(uuid4())
+        agent(id=a_id, sub_agent_ids=(a_id,))
+    with pytest.raises(InvalidValue, match="cannot be referenced"):
+        ToolRef(type=ToolType.MCP_TOOL)
+    with pytest.raises(InvalidValue, match="temperature"):
+        ModelSettings(temperature=2.5)
+
+
+def test_a_rejected_update_leaves_the_agent_as_it_was() -> None:
+    subject = agent()
+    before = (subject.name, subject.max_steps, subject.updated_at)
+    with pytest.raises(InvalidValue):
+        subject.apply(AgentChanges(name="New name", max_steps=500), NOW + timedelta(seconds=1))
+    assert (subject.name, subject.max_steps, subject.updated_at) == before
+
+    subject.apply(AgentChanges(name="New name"), NOW + timedelta(seconds=1))
+    assert subject.name == "New name" and subject.updated_at > NOW
+
+
+def test_api_key_use_is_recorded_once_per_interval() -> None:
+    key = ApiKey(
+        id=ApiKeyId(uuid4()),
+        org_id=OrgId(uuid4()),
+        name="k",
+        role=Role.MEMBER,
+        prefix="p",
+        secret_hash="h",
+        created_at=NOW,
+    )
+    assert key.record_use(NOW, granularity=timedelta(minutes=1)) is True
+    assert key.record_use(NOW + timedelta(seconds=30), granularity=timedelta(minutes=1)) is False
+    assert key.record_use(NOW + timedelta(minutes=2), granularity=timedelta(minutes=1)) is True
+    key.revoke(NOW)
+    key.revoke(NOW + timedelta(days=1))
+    assert key.revoked_at == NOW and not key.is_active
+
+
+def test_thread_positions_count_up() -> None:
+    thread = Thread(id=ThreadId(uuid4()), org_id=OrgId(uuid4()), created_at=NOW, updated_at=NOW)
+    assert [thread.next_position(NOW) for _ in range(3)] == [1, 2, 3]
+
+
+def test_message_parts_round_trip_through_their_json_shape() -> None:
+    parts = (
+        TextContent(text="hi"),
+        ToolUseContent(id="call_1", name="search", params={"q": "x"}),
+        ToolResultContent(tool_use_id="call_1", tool_name="search", result="found", is_error=True),
+        ImageContent(url="https://example.org/a.png"),
+    )
+    assert content_from_dicts([part_to_dict(p) for p in parts]) == parts
+
+
+def test_message_roles_restrict_their_parts() -> None:
+    common: dict = dict(
+        id=MessageId(uuid4()), org_id=OrgId(uuid4()), thread_id=ThreadId(uuid4()), position=1, created_at=NOW
+    )
+    with pytest.raises(InvalidValue, match="user message cannot hold tool_use"):
+        Message(role=MessageRole.USER, content=(ToolUseContent(id="1", name="x"),), **common)
+    with pytest.raises(InvalidValue, match="at least one"):
+        Message(role=MessageRole.USER, content=(), **common)
+    with pytest.raises(InvalidValue, match="exactly one"):
+        ImageContent()
