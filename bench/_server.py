@@ -1,0 +1,85 @@
+"""Start a real `threadline serve` process on a fresh database for a benchmark."""
+
+import asyncio
+import os
+import re
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+THREADLINE = str(Path(sys.executable).with_name("threadline"))
+POSTGRES_SERVER = os.environ.get(
+    "THREADLINE_BENCH_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+)
+
+
+async def _admin(statement: str) -> None:
+    engine = create_async_engine(POSTGRES_SERVER, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+@contextmanager
+def database(backend: str) -> Iterator[str]:
+    if backend == "sqlite":
+        with TemporaryDirectory() as directory:
+            yield f"sqlite+aiosqlite:///{directory}/bench.db"
+        return
+    name = f"threadline_bench_{uuid.uuid4().hex[:8]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(POSTGRES_SERVER).set(database=name).render_as_string(hide_password=False)
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@contextmanager
+def server(
+    database_url: str, extra_env: dict[str, str] | None = None
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """Yields the base URL and an admin auth header of a new organization."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = (
+        os.environ
+        | {"THREADLINE_DATABASE_URL": database_url, "THREADLINE_LOG_LEVEL": "WARNING"}
+        | (extra_env or {})
+    )
+    subprocess.run([THREADLINE, "migrate"], env=env, check=True, capture_output=True)
+    created = subprocess.run(
+        [THREADLINE, "orgs", "create", "Bench"], env=env, check=True, capture_output=True, text=True
+    )
+    key = re.search(r"(tl_\S+)", created.stdout).group(1)  # type: ignore[union-attr]
+    process = subprocess.Popen(
+        [THREADLINE, "serve", "--no-migrate", "--port", str(port)],
+        env=env | {"THREADLINE_LOG_LEVEL": "INFO", "THREADLINE_LOG_FORMAT": "text"},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if "Application startup complete" in line:
+                break
+        else:
+            raise RuntimeError("server did not start")
+        # Keep draining the server's log so it never blocks on a full pipe.
+        drain = subprocess.Popen(["cat"], stdin=process.stderr, stdout=subprocess.DEVNULL)
+        yield f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        drain.wait(timeout=30)

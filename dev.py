@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Set up and run Threadline with nothing but Python 3.11+.
+
+    python3 dev.py serve     create .venv, install Threadline, migrate, start the API on SQLite
+    python3 dev.py test      create .venv, install Threadline with its test tools, run checks and tests
+
+Anything after the command is passed on (`serve --port 9000`, `test -k agents`).
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+
+
+def _stamp(extras: str) -> str:
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+
+
+def ensure_venv(extras: str = "") -> None:
+    """Create the virtual environment and install the project into it, once per pyproject change."""
+    if sys.version_info < (3, 11):  # noqa: UP036 - this script runs before the venv exists
+        sys.exit(f"Threadline needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    stamp_file = VENV / ".threadline-install"
+    wanted = _stamp(extras)
+    if stamp_file.exists() and stamp_file.read_text() == wanted:
+        return
+    if not PYTHON.exists():
+        print("creating .venv ...", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    print("installing Threadline into .venv ...", flush=True)
+    target = f".[{extras}]" if extras else "."
+    run([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", target])
+    stamp_file.write_text(wanted)
+
+
+def run(command: list[str], **kwargs: object) -> None:
+    result = subprocess.run(command, cwd=ROOT, check=False, **kwargs)  # type: ignore[call-overload]
+    if result.returncode != 0:
+        sys.exit(result.returncode)
+
+
+def serve(args: list[str]) -> None:
+    ensure_venv()
+    os.execv(str(BIN / "threadline"), [str(BIN / "threadline"), "serve", *args])
+
+
+def test(args: list[str]) -> None:
+    ensure_venv("test")
+    if shutil.which("npm") and (ROOT / "tests" / "mcp_servers" / "package.json").exists():
+        run([sys.executable, str(ROOT / "tests" / "mcp_servers" / "install.py")])
+    print("== ruff", flush=True)
+    run([str(BIN / "ruff"), "check", "."])
+    print("== mypy (domain, application)", flush=True)
+    run([str(BIN / "mypy")])
+    print("== pytest", flush=True)
+    result = subprocess.run([str(PYTHON), "-m", "pytest", *args], cwd=ROOT, check=False)
+    if result.returncode == 5:
+        sys.exit("pytest collected no tests: that is a failure, not a pass")
+    sys.exit(result.returncode)
+
+
+COMMANDS = {"serve": serve, "test": test}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        sys.exit(__doc__)
+    COMMANDS[sys.argv[1]](sys.argv[2:])
