@@ -21,17 +21,18 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 
 
-def _stamp(extras: str) -> str:
-    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+def _project_hash() -> str:
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
 
 
 def ensure_venv(extras: str = "") -> None:
-    """Create the virtual environment and install the project into it, once per pyproject change."""
+    """Create the virtual environment and install the project into it, again when pyproject changes."""
     if sys.version_info < (3, 11):  # noqa: UP036 - this script runs before the venv exists
         sys.exit(f"Threadline needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     stamp_file = VENV / ".threadline-install"
-    wanted = _stamp(extras)
-    if stamp_file.exists() and stamp_file.read_text() == wanted:
+    installed = stamp_file.read_text().split() if stamp_file.exists() else []
+    # The stamp holds the pyproject hash, then the extras installed with it ("test" includes the base).
+    if installed[:1] == [_project_hash()] and (not extras or extras in installed[1:]):
         return
     if not PYTHON.exists():
         print("creating .venv ...", flush=True)
@@ -39,7 +40,7 @@ def ensure_venv(extras: str = "") -> None:
     print("installing Threadline into .venv ...", flush=True)
     target = f".[{extras}]" if extras else "."
     run([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", target])
-    stamp_file.write_text(wanted)
+    stamp_file.write_text(" ".join([_project_hash(), extras]).strip())
 
 
 def run(command: list[str], **kwargs: object) -> None:
