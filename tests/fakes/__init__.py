@@ -1,0 +1,1 @@
+"""Fakes of the services Threadline talks to, over real protocols, for tests and benchmarks."""
