@@ -49,3 +49,55 @@ class InvalidCursor(ApplicationError):
 
 class InvalidReference(ApplicationError):
     """A request names an object (a sub-agent, an integration) that the organization does not have."""
+
+
+class McpError(ApplicationError):
+    """Base of the errors about an organization's MCP integrations and their servers."""
+
+
+class McpIntegrationNotFound(McpError, NotFound):
+    pass
+
+
+class McpIntegrationDisabled(McpError, Conflict):
+    pass
+
+
+class McpToolNotFound(McpError, NotFound):
+    pass
+
+
+class McpPromptNotFound(McpError, NotFound):
+    pass
+
+
+class McpResourceNotFound(McpError, NotFound):
+    pass
+
+
+class McpServerError(McpError):
+    """The MCP server could not serve the request (the fault is on its side or on the way to it)."""
+
+
+class McpConnectionFailed(McpServerError):
+    pass
+
+
+class McpTimeout(McpServerError):
+    pass
+
+
+class McpAuthFailed(McpServerError):
+    """The MCP server refused the integration's credentials."""
+
+
+class McpProtocolError(McpServerError):
+    """The MCP server answered something that is not valid MCP, or an error of its own."""
+
+
+class UrlNotAllowed(ApplicationError):
+    """An outbound URL points where the operator does not allow (private networks, loopback...)."""
+
+
+class SourceNotFound(NotFound):
+    pass

@@ -137,3 +137,10 @@ class Agent:
         self.sub_agent_ids = tuple(a for a in self.sub_agent_ids if a != agent_id)
         self.updated_at = now
         return True
+
+    def forget_integration(self, integration_id: IntegrationId, now: datetime) -> bool:
+        if integration_id not in self.mcp_integration_ids:
+            return False
+        self.mcp_integration_ids = tuple(i for i in self.mcp_integration_ids if i != integration_id)
+        self.updated_at = now
+        return True

@@ -1,14 +1,18 @@
 """Repositories and the unit of work. Every tenant read takes the organization id."""
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self
 
 from domain.agents import Agent
 from domain.api_keys import ApiKey
-from domain.ids import AgentId, ApiKeyId, OrgId, ThreadId
+from domain.ids import AgentId, ApiKeyId, IntegrationId, OrgId, SourceId, ThreadId
+from domain.integrations import McpIntegration
 from domain.messages import Message
 from domain.organizations import Organization
+from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin
 from domain.threads import Thread
 
 
@@ -38,6 +42,7 @@ class AgentRepository(Protocol):
     async def list(self, org_id: OrgId, *, limit: int, after: AgentId | None) -> Sequence[Agent]: ...
     async def existing_ids(self, org_id: OrgId, ids: Sequence[AgentId]) -> set[AgentId]: ...
     async def referencing_sub_agent(self, org_id: OrgId, agent_id: AgentId) -> Sequence[Agent]: ...
+    async def using_integration(self, org_id: OrgId, integration_id: IntegrationId) -> Sequence[Agent]: ...
     async def save(self, agent: Agent) -> None: ...
     async def delete(self, org_id: OrgId, agent_id: AgentId) -> None: ...
 
@@ -59,6 +64,54 @@ class MessageRepository(Protocol):
     ) -> Sequence[Message]: ...
 
 
+class McpIntegrationRepository(Protocol):
+    async def add(self, integration: McpIntegration) -> None: ...
+    async def get(self, org_id: OrgId, integration_id: IntegrationId) -> McpIntegration | None: ...
+    async def list(
+        self, org_id: OrgId, *, limit: int, after: IntegrationId | None
+    ) -> Sequence[McpIntegration]: ...
+    async def get_many(self, org_id: OrgId, ids: Sequence[IntegrationId]) -> Sequence[McpIntegration]: ...
+    async def save(self, integration: McpIntegration) -> None: ...
+    async def delete(self, org_id: OrgId, integration_id: IntegrationId) -> None: ...
+    async def all_sealed_credentials(self) -> Sequence[tuple[OrgId, IntegrationId, str]]:
+        """Every stored ciphertext, across organizations: for re-encryption after a key rotation."""
+        ...
+
+    async def replace_ciphertext(
+        self, org_id: OrgId, integration_id: IntegrationId, ciphertext: str
+    ) -> None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceSummary:
+    """A source without its content, for lists."""
+
+    id: SourceId
+    kind: SourceKind
+    name: str
+    origin: SourceOrigin
+    mime_type: str | None
+    size: int
+    created_by: CreatedBy
+    created_at: datetime
+    thread_id: ThreadId | None
+    agent_id: AgentId | None
+
+
+class SourceRepository(Protocol):
+    async def add(self, source: Source) -> None: ...
+    async def get(self, org_id: OrgId, source_id: SourceId) -> Source | None: ...
+    async def list(
+        self,
+        org_id: OrgId,
+        *,
+        thread_id: ThreadId | None = None,
+        agent_id: AgentId | None = None,
+        limit: int,
+        after: SourceId | None,
+    ) -> Sequence[SourceSummary]: ...
+
+
 class UnitOfWork(Protocol):
     """One short transaction. Nothing is written unless `commit` is called before leaving.
 
@@ -71,6 +124,8 @@ class UnitOfWork(Protocol):
     agents: AgentRepository
     threads: ThreadRepository
     messages: MessageRepository
+    integrations: McpIntegrationRepository
+    sources: SourceRepository
 
     def read_only(self) -> "UnitOfWork":
         """A unit of work for reading only: it never waits for writers, and cannot commit."""

@@ -30,16 +30,19 @@ class CreateAgentCommand:
     publish_as_mcp: bool = False
 
 
-async def _check_links(
-    uow: UnitOfWork, caller: Caller, tools: Sequence[ToolRef], sub_agents: Sequence[AgentId]
-) -> None:
-    for ref in tools:
+async def _check_links(uow: UnitOfWork, caller: Caller, agent: Agent) -> None:
+    for ref in agent.tools:
         check_tool_config(ref.type, ref.config)
-    if sub_agents:
-        found = await uow.agents.existing_ids(caller.org_id, sub_agents)
-        missing = [str(a) for a in sub_agents if a not in found]
+    if agent.sub_agent_ids:
+        found = await uow.agents.existing_ids(caller.org_id, agent.sub_agent_ids)
+        missing = [str(a) for a in agent.sub_agent_ids if a not in found]
         if missing:
             raise InvalidReference(f"sub-agents not found: {', '.join(missing)}")
+    if agent.mcp_integration_ids:
+        known = {i.id for i in await uow.integrations.get_many(caller.org_id, agent.mcp_integration_ids)}
+        missing = [str(i) for i in agent.mcp_integration_ids if i not in known]
+        if missing:
+            raise InvalidReference(f"MCP integrations not found: {', '.join(missing)}")
 
 
 class CreateAgent:
@@ -67,7 +70,7 @@ class CreateAgent:
             updated_at=now,
         )
         async with self._uow as uow:
-            await _check_links(uow, command.caller, agent.tools, agent.sub_agent_ids)
+            await _check_links(uow, command.caller, agent)
             await uow.agents.add(agent)
             await uow.commit()
         return agent
@@ -115,7 +118,7 @@ class UpdateAgent:
             if agent is None:
                 raise AgentNotFound(f"agent {command.agent_id} not found")
             agent.apply(command.changes, self._clock.now())
-            await _check_links(uow, command.caller, agent.tools, agent.sub_agent_ids)
+            await _check_links(uow, command.caller, agent)
             await uow.agents.save(agent)
             await uow.commit()
         return agent

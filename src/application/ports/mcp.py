@@ -1,0 +1,151 @@
+"""The MCP client gateway port: catalogs, tool calls, resources and prompts of one integration's server."""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from domain.ids import IntegrationId, OrgId
+from domain.integrations import Transport
+from domain.prompts import PromptResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpTarget:
+    """Everything needed to reach one integration's server. Built per call from the stored integration;
+    `version` changes whenever the integration is updated, so a pooled session of an older version
+    is never reused."""
+
+    integration_id: IntegrationId
+    org_id: OrgId
+    transport: Transport
+    version: datetime
+    url: str | None = None
+    server: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    timeout_seconds: float = 30
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpToolInfo:
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    title: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpResourceInfo:
+    uri: str
+    name: str
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpResourceTemplateInfo:
+    uri_template: str
+    name: str
+    description: str | None = None
+    mime_type: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpPromptArgument:
+    name: str
+    description: str | None = None
+    required: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpPromptInfo:
+    name: str
+    description: str | None = None
+    arguments: Sequence[McpPromptArgument] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpServerInfo:
+    name: str | None
+    version: str | None
+    protocol_version: str
+    capabilities: Mapping[str, Any]
+    tools: int
+    resources: int
+    resource_templates: int
+    prompts: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpContentPart:
+    """One part of a tool result: type text, image, audio, resource_link or resource."""
+
+    type: str
+    text: str | None = None
+    data: str | None = field(default=None, repr=False)
+    """base64 for images and audio, and for embedded binary resources."""
+    mime_type: str | None = None
+    uri: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpToolResult:
+    parts: Sequence[McpContentPart]
+    structured: Mapping[str, Any] | None
+    is_error: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpResourceContent:
+    uri: str
+    mime_type: str | None
+    text: str | None = None
+    blob: bytes | None = field(default=None, repr=False)
+
+
+class McpGateway(Protocol):
+    """Talks to an integration's MCP server. Raises the typed Mcp* errors of application.errors."""
+
+    async def probe(self, target: McpTarget) -> McpServerInfo:
+        """Connect afresh (never from the pool) and describe the server."""
+        ...
+
+    async def list_tools(self, target: McpTarget) -> Sequence[McpToolInfo]: ...
+    async def list_resources(self, target: McpTarget) -> Sequence[McpResourceInfo]: ...
+    async def list_resource_templates(self, target: McpTarget) -> Sequence[McpResourceTemplateInfo]: ...
+    async def list_prompts(self, target: McpTarget) -> Sequence[McpPromptInfo]: ...
+    async def call_tool(
+        self, target: McpTarget, name: str, arguments: Mapping[str, Any]
+    ) -> McpToolResult: ...
+    async def read_resource(self, target: McpTarget, uri: str) -> Sequence[McpResourceContent]: ...
+    async def get_prompt(
+        self, target: McpTarget, name: str, arguments: Mapping[str, str]
+    ) -> PromptResult: ...
+
+    async def forget(self, integration_id: IntegrationId) -> None:
+        """Drop the pooled session and cached catalogs of an integration (updated, disabled, deleted)."""
+        ...
+
+
+class SecretBox(Protocol):
+    """Encrypts credentials for storage and decrypts them for use."""
+
+    def seal(self, plaintext: str) -> str: ...
+    def open(self, ciphertext: str) -> str: ...
+    def rotate(self, ciphertext: str) -> str:
+        """The same secret, encrypted again with the current key."""
+        ...
+
+
+class OutboundPolicy(Protocol):
+    async def check_url(self, url: str) -> None:
+        """Raise UrlNotAllowed when the URL's host is somewhere outbound requests may not go."""
+        ...
+
+
+class OperatorServers(Protocol):
+    """The stdio servers the operator defined; tenants can only pick one by name."""
+
+    def names(self) -> Sequence[str]: ...

@@ -1,0 +1,239 @@
+"""Admin management of MCP integrations, and the connection test."""
+
+from dataclasses import dataclass, field
+
+from application.caller import Caller
+from application.errors import InvalidReference, McpServerError
+from application.mcp_access import load_integration, target_of
+from application.pagination import Page, PageRequest, decode_id_cursor, page_of
+from application.ports.mcp import McpGateway, McpServerInfo, OperatorServers, OutboundPolicy, SecretBox
+from application.ports.persistence import UnitOfWork
+from application.ports.system import Clock, IdGenerator
+from domain.errors import InvalidValue
+from domain.ids import IntegrationId
+from domain.integrations import (
+    DEFAULT_TIMEOUT_SECONDS,
+    AuthType,
+    IntegrationChanges,
+    McpIntegration,
+    SealedSecret,
+    ToolFilter,
+    Transport,
+)
+from domain.text import slugify
+
+CREDENTIALS_MAX = 8_192
+# Show the last four characters only of credentials long enough that this reveals little.
+_LAST4_MIN_LENGTH = 12
+
+
+def seal(secrets: SecretBox, plaintext: str) -> SealedSecret:
+    if not plaintext or len(plaintext) > CREDENTIALS_MAX:
+        raise InvalidValue(f"credentials must be 1-{CREDENTIALS_MAX} characters")
+    if any(c in plaintext for c in "\r\n\x00"):
+        raise InvalidValue("credentials must not contain line breaks or NUL characters")
+    last4 = plaintext[-4:] if len(plaintext) >= _LAST4_MIN_LENGTH else ""
+    return SealedSecret(ciphertext=secrets.seal(plaintext), last4=last4)
+
+
+async def _check_reachability(
+    integration: McpIntegration, outbound: OutboundPolicy, servers: OperatorServers
+) -> None:
+    if integration.transport is Transport.STDIO:
+        if integration.server not in servers.names():
+            available = ", ".join(servers.names()) or "none are defined"
+            raise InvalidReference(
+                f"no operator-defined MCP server named {integration.server!r} ({available})"
+            )
+    elif integration.url is not None:
+        await outbound.check_url(integration.url)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateMcpIntegrationCommand:
+    caller: Caller
+    name: str
+    slug: str | None = None
+    transport: Transport = Transport.STREAMABLE_HTTP
+    url: str | None = None
+    server: str | None = None
+    auth_type: AuthType = AuthType.NONE
+    auth_header_name: str | None = None
+    credentials: str | None = field(default=None, repr=False)
+    tool_filter: ToolFilter = field(default_factory=ToolFilter)
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    enabled: bool = True
+
+
+class CreateMcpIntegration:
+    def __init__(
+        self,
+        uow: UnitOfWork,
+        clock: Clock,
+        ids: IdGenerator,
+        secrets: SecretBox,
+        outbound: OutboundPolicy,
+        servers: OperatorServers,
+    ) -> None:
+        self._uow, self._clock, self._ids = uow, clock, ids
+        self._secrets, self._outbound, self._servers = secrets, outbound, servers
+
+    async def execute(self, command: CreateMcpIntegrationCommand) -> McpIntegration:
+        command.caller.require_admin("create MCP integrations")
+        now = self._clock.now()
+        integration = McpIntegration(
+            id=IntegrationId(self._ids.new()),
+            org_id=command.caller.org_id,
+            name=command.name,
+            slug=command.slug or slugify(command.name, max_length=32),
+            transport=command.transport,
+            url=command.url,
+            server=command.server,
+            auth_type=command.auth_type,
+            auth_header_name=command.auth_header_name,
+            credentials=seal(self._secrets, command.credentials) if command.credentials is not None else None,
+            tool_filter=command.tool_filter,
+            timeout_seconds=command.timeout_seconds,
+            enabled=command.enabled,
+            created_at=now,
+            updated_at=now,
+        )
+        await _check_reachability(integration, self._outbound, self._servers)
+        async with self._uow as uow:
+            await uow.integrations.add(integration)
+            await uow.commit()
+        return integration
+
+
+class GetMcpIntegration:
+    def __init__(self, uow: UnitOfWork) -> None:
+        self._uow = uow
+
+    async def execute(self, caller: Caller, integration_id: IntegrationId) -> McpIntegration:
+        async with self._uow.read_only() as uow:
+            return await load_integration(uow, caller.org_id, integration_id)
+
+
+class ListMcpIntegrations:
+    def __init__(self, uow: UnitOfWork) -> None:
+        self._uow = uow
+
+    async def execute(self, caller: Caller, page: PageRequest) -> Page[McpIntegration]:
+        after = decode_id_cursor(page.cursor)
+        async with self._uow.read_only() as uow:
+            rows = await uow.integrations.list(
+                caller.org_id, limit=page.limit + 1, after=IntegrationId(after) if after else None
+            )
+        return page_of(rows, page.limit, key=lambda i: str(i.id))
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateMcpIntegrationCommand:
+    caller: Caller
+    integration_id: IntegrationId
+    changes: IntegrationChanges
+    credentials: str | None = field(default=None, repr=False)
+    """New plaintext credentials, sealed by the use case."""
+
+
+class UpdateMcpIntegration:
+    """Changes an integration (enabling and disabling included); its pooled session is dropped."""
+
+    def __init__(
+        self,
+        uow: UnitOfWork,
+        clock: Clock,
+        secrets: SecretBox,
+        outbound: OutboundPolicy,
+        servers: OperatorServers,
+        gateway: McpGateway,
+    ) -> None:
+        self._uow, self._clock, self._secrets = uow, clock, secrets
+        self._outbound, self._servers, self._gateway = outbound, servers, gateway
+
+    async def execute(self, command: UpdateMcpIntegrationCommand) -> McpIntegration:
+        command.caller.require_admin("change MCP integrations")
+        changes = command.changes
+        if command.credentials is not None:
+            changes = IntegrationChanges(
+                **{**changes.__dict__, "credentials": seal(self._secrets, command.credentials)}
+            )
+        async with self._uow as uow:
+            integration = await load_integration(uow, command.caller.org_id, command.integration_id)
+            before = (integration.transport, integration.url, integration.server)
+            integration.apply(changes, self._clock.now())
+            if (integration.transport, integration.url, integration.server) != before:
+                await _check_reachability(integration, self._outbound, self._servers)
+            await uow.integrations.save(integration)
+            await uow.commit()
+        await self._gateway.forget(integration.id)
+        return integration
+
+
+class DeleteMcpIntegration:
+    """Deletes an integration; agents stop using it and its pooled session is closed."""
+
+    def __init__(self, uow: UnitOfWork, clock: Clock, gateway: McpGateway) -> None:
+        self._uow, self._clock, self._gateway = uow, clock, gateway
+
+    async def execute(self, caller: Caller, integration_id: IntegrationId) -> None:
+        caller.require_admin("delete MCP integrations")
+        async with self._uow as uow:
+            await load_integration(uow, caller.org_id, integration_id)
+            now = self._clock.now()
+            for agent in await uow.agents.using_integration(caller.org_id, integration_id):
+                if agent.forget_integration(integration_id, now):
+                    await uow.agents.save(agent)
+            await uow.integrations.delete(caller.org_id, integration_id)
+            await uow.commit()
+        await self._gateway.forget(integration_id)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectionTest:
+    integration: McpIntegration
+    server: McpServerInfo | None
+    error: McpServerError | None
+
+
+class TestMcpIntegration:
+    """Connects to the server afresh, describes it, and records the outcome on the integration."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, uow: UnitOfWork, clock: Clock, secrets: SecretBox, gateway: McpGateway) -> None:
+        self._uow, self._clock, self._secrets, self._gateway = uow, clock, secrets, gateway
+
+    async def execute(self, caller: Caller, integration_id: IntegrationId) -> ConnectionTest:
+        async with self._uow.read_only() as uow:
+            integration = await load_integration(uow, caller.org_id, integration_id)
+        server: McpServerInfo | None = None
+        error: McpServerError | None = None
+        try:
+            server = await self._gateway.probe(target_of(integration, self._secrets))
+        except McpServerError as failure:
+            error = failure
+        async with self._uow as uow:
+            current = await load_integration(uow, caller.org_id, integration_id)
+            if current.updated_at == integration.updated_at:  # not changed meanwhile
+                current.record_check(self._clock.now(), error.detail if error else None)
+                await uow.integrations.save(current)
+                await uow.commit()
+        return ConnectionTest(integration=current, server=server, error=error)
+
+
+class RotateCredentialEncryption:
+    """Re-encrypts every stored credential with the current secret key (the operator's command)."""
+
+    def __init__(self, uow: UnitOfWork, secrets: SecretBox) -> None:
+        self._uow, self._secrets = uow, secrets
+
+    async def execute(self) -> int:
+        async with self._uow as uow:
+            sealed = await uow.integrations.all_sealed_credentials()
+            for org_id, integration_id, ciphertext in sealed:
+                await uow.integrations.replace_ciphertext(
+                    org_id, integration_id, self._secrets.rotate(ciphertext)
+                )
+            await uow.commit()
+        return len(sealed)
