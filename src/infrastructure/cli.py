@@ -23,8 +23,10 @@ app = typer.Typer(
 )
 orgs_app = typer.Typer(help="Organizations (tenants).", no_args_is_help=True)
 keys_app = typer.Typer(help="API keys of an organization.", no_args_is_help=True)
+secrets_app = typer.Typer(help="The keys that encrypt stored credentials.", no_args_is_help=True)
 app.add_typer(orgs_app, name="orgs")
 app.add_typer(keys_app, name="keys")
+app.add_typer(secrets_app, name="secrets")
 
 
 def _fail(message: str) -> typer.Exit:
@@ -165,6 +167,16 @@ def revoke_key(
 
     key = _run(work)
     typer.echo(f"revoked {key.id} ({key.name})")
+
+
+@secrets_app.command("rotate")
+def rotate_secrets() -> None:
+    """Re-encrypt every stored credential with the first key of THREADLINE_SECRET_KEY.
+
+    To rotate: put the new key first (`new,old`), run this, then drop the old key.
+    """
+    count = _run(lambda c: c.rotate_credential_encryption().execute())
+    typer.echo(f"re-encrypted {count} stored credential(s) with the current key")
 
 
 def main() -> None:

@@ -6,7 +6,29 @@ from dependency_injector import containers, providers
 
 from application.use_cases.agents import CreateAgent, DeleteAgent, GetAgent, ListAgents, UpdateAgent
 from application.use_cases.api_keys import AuthenticateApiKey, CreateApiKey, ListApiKeys, RevokeApiKey
+from application.use_cases.integrations import (
+    CreateMcpIntegration,
+    DeleteMcpIntegration,
+    GetMcpIntegration,
+    ListMcpIntegrations,
+    RotateCredentialEncryption,
+    TestMcpIntegration,
+    UpdateMcpIntegration,
+)
+from application.use_cases.mcp_catalog import (
+    ListMcpPrompts,
+    ListMcpResources,
+    ListMcpResourceTemplates,
+    ListMcpTools,
+)
+from application.use_cases.mcp_operations import (
+    ExecuteMcpTool,
+    GetMcpPrompt,
+    ReadMcpResource,
+    RetrieveMcpResource,
+)
 from application.use_cases.organizations import CreateOrganization, FindOrganization, GetMe
+from application.use_cases.sources import GetSource, ListSources
 from application.use_cases.threads import (
     AppendUserMessage,
     CreateThread,
@@ -16,10 +38,15 @@ from application.use_cases.threads import (
     ListThreads,
 )
 from application.use_cases.tools import ListNativeTools
+from infrastructure.mcp.gateway import SdkMcpGateway
+from infrastructure.mcp.operator_servers import OperatorServerRegistry
+from infrastructure.mcp.outbound import NetworkPolicy
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.readiness import DatabaseReadiness
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.security.api_keys import Sha256KeyHasher
+from infrastructure.security.keys import secret_keys
+from infrastructure.security.secret_box import FernetSecretBox
 from infrastructure.settings import Settings
 from infrastructure.system import SystemClock, Uuid7Generator
 
@@ -72,8 +99,75 @@ class Container(containers.DeclarativeContainer):
 
     list_native_tools = providers.Factory(ListNativeTools)
 
+    secret_box = providers.Singleton(
+        FernetSecretBox,
+        keys=providers.Callable(secret_keys, settings.provided.secret_key, settings.provided.data_dir),
+    )
+    operator_servers = providers.Singleton(
+        OperatorServerRegistry.from_file, settings.provided.mcp_servers_file
+    )
+    outbound = providers.Singleton(NetworkPolicy, allowed_networks=settings.provided.allowed_networks)
+    mcp_gateway = providers.Singleton(
+        SdkMcpGateway,
+        servers=operator_servers,
+        outbound=outbound,
+        catalog_ttl_seconds=settings.provided.mcp_catalog_ttl_seconds,
+        max_sessions=settings.provided.mcp_max_sessions,
+        idle_seconds=settings.provided.mcp_idle_seconds,
+    )
+
+    create_mcp_integration = providers.Factory(
+        CreateMcpIntegration,
+        uow=uow,
+        clock=clock,
+        ids=ids,
+        secrets=secret_box,
+        outbound=outbound,
+        servers=operator_servers,
+    )
+    get_mcp_integration = providers.Factory(GetMcpIntegration, uow=uow)
+    list_mcp_integrations = providers.Factory(ListMcpIntegrations, uow=uow)
+    update_mcp_integration = providers.Factory(
+        UpdateMcpIntegration,
+        uow=uow,
+        clock=clock,
+        secrets=secret_box,
+        outbound=outbound,
+        servers=operator_servers,
+        gateway=mcp_gateway,
+    )
+    delete_mcp_integration = providers.Factory(
+        DeleteMcpIntegration, uow=uow, clock=clock, gateway=mcp_gateway
+    )
+    test_mcp_integration = providers.Factory(
+        TestMcpIntegration, uow=uow, clock=clock, secrets=secret_box, gateway=mcp_gateway
+    )
+    list_mcp_tools = providers.Factory(ListMcpTools, uow=uow, secrets=secret_box, gateway=mcp_gateway)
+    list_mcp_resources = providers.Factory(ListMcpResources, uow=uow, secrets=secret_box, gateway=mcp_gateway)
+    list_mcp_resource_templates = providers.Factory(
+        ListMcpResourceTemplates, uow=uow, secrets=secret_box, gateway=mcp_gateway
+    )
+    list_mcp_prompts = providers.Factory(ListMcpPrompts, uow=uow, secrets=secret_box, gateway=mcp_gateway)
+    execute_mcp_tool = providers.Factory(ExecuteMcpTool, uow=uow, secrets=secret_box, gateway=mcp_gateway)
+    get_mcp_prompt = providers.Factory(GetMcpPrompt, uow=uow, secrets=secret_box, gateway=mcp_gateway)
+    read_mcp_resource = providers.Factory(ReadMcpResource, uow=uow, secrets=secret_box, gateway=mcp_gateway)
+    retrieve_mcp_resource = providers.Factory(
+        RetrieveMcpResource,
+        uow=uow,
+        clock=clock,
+        ids=ids,
+        secrets=secret_box,
+        gateway=mcp_gateway,
+        max_source_bytes=settings.provided.max_source_bytes,
+    )
+    rotate_credential_encryption = providers.Factory(RotateCredentialEncryption, uow=uow, secrets=secret_box)
+    list_sources = providers.Factory(ListSources, uow=uow)
+    get_source = providers.Factory(GetSource, uow=uow)
+
 
 async def shutdown(container: Container) -> None:
-    """Release what the container opened (database connections)."""
+    """Release what the container opened (MCP sessions, database connections)."""
+    await container.mcp_gateway().close()
+    container.mcp_gateway.reset()
     await container.database().dispose()
     container.database.reset()

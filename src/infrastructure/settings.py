@@ -30,6 +30,30 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(
         default=8 * 1024 * 1024, ge=1024, description="Largest request body accepted"
     )
+    secret_key: str | None = Field(
+        default=None,
+        description="Keys that encrypt stored credentials, comma-separated; the first encrypts, all decrypt. "
+        "Unset: a key is generated in the data directory",
+    )
+    data_dir: Path = Field(default=Path(".threadline"), description="Where a generated secret key is kept")
+    mcp_servers_file: Path | None = Field(
+        default=None, description="JSON or YAML file of operator-defined stdio MCP servers (name -> command)"
+    )
+    mcp_allowed_networks: str = Field(
+        default="",
+        description="Comma-separated CIDRs that MCP URLs may reach although private or loopback "
+        "(e.g. 10.0.0.0/8,127.0.0.1/32)",
+    )
+    mcp_catalog_ttl_seconds: float = Field(default=300, ge=0, description="How long MCP catalogs are cached")
+    mcp_max_sessions: int = Field(default=64, ge=1, description="MCP sessions kept open per process")
+    mcp_idle_seconds: float = Field(
+        default=300, gt=0, description="An unused MCP session is closed after this"
+    )
+    max_source_bytes: int = Field(default=10 * 1024 * 1024, ge=1, description="Largest imported source")
+
+    @property
+    def allowed_networks(self) -> list[str]:
+        return [n.strip() for n in self.mcp_allowed_networks.split(",") if n.strip()]
 
     @property
     def is_sqlite(self) -> bool:

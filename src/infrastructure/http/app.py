@@ -6,9 +6,9 @@ from fastapi import FastAPI
 from infrastructure.container import Container, shutdown
 from infrastructure.http.body_limit import BodyLimitMiddleware
 from infrastructure.http.errors import install_error_handlers
-from infrastructure.http.routers import agents, api_keys, health, me, threads, tools
+from infrastructure.http.routers import agents, api_keys, health, integrations, me, sources, threads, tools
 
-ROUTERS = (health, me, api_keys, agents, threads, tools)
+ROUTERS = (health, me, api_keys, agents, threads, tools, integrations, sources)
 
 
 def create_app(container: Container | None = None) -> FastAPI:

@@ -12,23 +12,35 @@ from application.errors import (
     Conflict,
     InvalidCursor,
     InvalidReference,
+    McpAuthFailed,
+    McpConnectionFailed,
+    McpProtocolError,
+    McpTimeout,
     NotAuthenticated,
     NotFound,
     PermissionDenied,
+    UrlNotAllowed,
 )
 from domain.errors import DomainError, IllegalTransition, InvalidValue
+from infrastructure.security.secret_box import SecretUnreadable
 
 logger = logging.getLogger(__name__)
 
 # Most specific first: the first class an error is an instance of decides its status.
 ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
+    (SecretUnreadable, 500),
     (NotAuthenticated, 401),
     (PermissionDenied, 403),
     (NotFound, 404),
     (Conflict, 409),
     (IllegalTransition, 409),
+    (McpTimeout, 504),
+    (McpConnectionFailed, 502),
+    (McpAuthFailed, 502),
+    (McpProtocolError, 502),
     (InvalidCursor, 400),
     (InvalidReference, 422),
+    (UrlNotAllowed, 422),
     (InvalidValue, 422),
     (DomainError, 400),
 )

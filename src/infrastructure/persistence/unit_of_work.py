@@ -7,8 +7,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from infrastructure.persistence.engine import READ_ONLY, Database
 from infrastructure.persistence.repositories.agents import SqlAgentRepository
 from infrastructure.persistence.repositories.api_keys import SqlApiKeyRepository
+from infrastructure.persistence.repositories.integrations import SqlMcpIntegrationRepository
 from infrastructure.persistence.repositories.messages import SqlMessageRepository
 from infrastructure.persistence.repositories.organizations import SqlOrganizationRepository
+from infrastructure.persistence.repositories.sources import SqlSourceRepository
 from infrastructure.persistence.repositories.threads import SqlThreadRepository
 
 
@@ -41,6 +43,8 @@ class SqlAlchemyUnitOfWork:
         self.agents = SqlAgentRepository(connection)
         self.threads = SqlThreadRepository(connection)
         self.messages = SqlMessageRepository(connection)
+        self.integrations = SqlMcpIntegrationRepository(connection)
+        self.sources = SqlSourceRepository(connection)
         return self
 
     async def __aexit__(

@@ -85,6 +85,10 @@ class SqlAgentRepository:
         )
         return [a for a in map(_to_entity, rows) if agent_id in a.sub_agent_ids]
 
+    async def using_integration(self, org_id: OrgId, integration_id: IntegrationId) -> Sequence[Agent]:
+        rows = await self._conn.execute(select(agents).where(agents.c.org_id == org_id))
+        return [a for a in map(_to_entity, rows) if integration_id in a.mcp_integration_ids]
+
     async def save(self, agent: Agent) -> None:
         query = (
             update(agents)

@@ -1,0 +1,261 @@
+from typing import Annotated
+from uuid import UUID
+
+from dependency_injector.wiring import Provide, inject
+from fastapi import APIRouter, Depends, Response
+
+from application.pagination import PageRequest
+from application.use_cases.integrations import (
+    CreateMcpIntegration,
+    DeleteMcpIntegration,
+    GetMcpIntegration,
+    ListMcpIntegrations,
+    TestMcpIntegration,
+    UpdateMcpIntegration,
+    UpdateMcpIntegrationCommand,
+)
+from application.use_cases.mcp_catalog import (
+    ListMcpPrompts,
+    ListMcpResources,
+    ListMcpResourceTemplates,
+    ListMcpTools,
+)
+from application.use_cases.mcp_operations import (
+    ExecuteMcpTool,
+    ExecuteMcpToolCommand,
+    GetMcpPrompt,
+    GetMcpPromptQuery,
+    ReadMcpResource,
+    ReadMcpResourceQuery,
+    RetrieveMcpResource,
+    RetrieveMcpResourceCommand,
+)
+from domain.ids import IntegrationId, ThreadId
+from domain.integrations import IntegrationChanges
+from infrastructure.container import Container
+from infrastructure.http.auth import CallerDep
+from infrastructure.http.schemas.common import PageOut, page_request
+from infrastructure.http.schemas.integrations import (
+    CatalogOut,
+    ConnectionTestOut,
+    IntegrationCreate,
+    IntegrationOut,
+    IntegrationUpdate,
+    PromptGetIn,
+    PromptOut,
+    PromptResultOut,
+    ResourceContentOut,
+    ResourceOut,
+    ResourceReadIn,
+    ResourceTemplateOut,
+    ToolCallIn,
+    ToolCallOut,
+    ToolOut,
+)
+from infrastructure.http.schemas.sources import ImportedResourceOut
+
+router = APIRouter(prefix="/v1/mcp-integrations", tags=["MCP integrations"])
+
+
+@router.post("", status_code=201, response_model=IntegrationOut, summary="Connect an MCP server (admin)")
+@inject
+async def create_integration(
+    body: IntegrationCreate,
+    caller: CallerDep,
+    use_case: Annotated[CreateMcpIntegration, Depends(Provide[Container.create_mcp_integration])],
+) -> IntegrationOut:
+    return IntegrationOut.of(await use_case.execute(body.to_command(caller)))
+
+
+@router.get("", response_model=PageOut[IntegrationOut])
+@inject
+async def list_integrations(
+    caller: CallerDep,
+    page: Annotated[PageRequest, Depends(page_request)],
+    use_case: Annotated[ListMcpIntegrations, Depends(Provide[Container.list_mcp_integrations])],
+) -> PageOut[IntegrationOut]:
+    result = await use_case.execute(caller, page)
+    return PageOut(data=[IntegrationOut.of(i) for i in result.items], next_cursor=result.next_cursor)
+
+
+@router.get("/{integration_id}", response_model=IntegrationOut)
+@inject
+async def get_integration(
+    integration_id: UUID,
+    caller: CallerDep,
+    use_case: Annotated[GetMcpIntegration, Depends(Provide[Container.get_mcp_integration])],
+) -> IntegrationOut:
+    return IntegrationOut.of(await use_case.execute(caller, IntegrationId(integration_id)))
+
+
+@router.patch("/{integration_id}", response_model=IntegrationOut, summary="Change an integration (admin)")
+@inject
+async def update_integration(
+    integration_id: UUID,
+    body: IntegrationUpdate,
+    caller: CallerDep,
+    use_case: Annotated[UpdateMcpIntegration, Depends(Provide[Container.update_mcp_integration])],
+) -> IntegrationOut:
+    return IntegrationOut.of(await use_case.execute(body.to_command(caller, integration_id)))
+
+
+@router.post("/{integration_id}/enable", response_model=IntegrationOut, summary="Enable (admin)")
+@inject
+async def enable_integration(
+    integration_id: UUID,
+    caller: CallerDep,
+    use_case: Annotated[UpdateMcpIntegration, Depends(Provide[Container.update_mcp_integration])],
+) -> IntegrationOut:
+    command = UpdateMcpIntegrationCommand(
+        caller=caller, integration_id=IntegrationId(integration_id), changes=IntegrationChanges(enabled=True)
+    )
+    return IntegrationOut.of(await use_case.execute(command))
+
+
+@router.post("/{integration_id}/disable", response_model=IntegrationOut, summary="Disable (admin)")
+@inject
+async def disable_integration(
+    integration_id: UUID,
+    caller: CallerDep,
+    use_case: Annotated[UpdateMcpIntegration, Depends(Provide[Container.update_mcp_integration])],
+) -> IntegrationOut:
+    command = UpdateMcpIntegrationCommand(
+        caller=caller, integration_id=IntegrationId(integration_id), changes=IntegrationChanges(enabled=False)
+    )
+    return IntegrationOut.of(await use_case.execute(command))
+
+
+@router.delete("/{integration_id}", status_code=204, response_class=Response, summary="Delete (admin)")
+@inject
+async def delete_integration(
+    integration_id: UUID,
+    caller: CallerDep,
+    use_case: Annotated[DeleteMcpIntegration, Depends(Provide[Container.delete_mcp_integration])],
+) -> Response:
+    await use_case.execute(caller, IntegrationId(integration_id))
+    return Response(status_code=204)
+
+
+@router.post(
+    "/{integration_id}/test", response_model=ConnectionTestOut, summary="Connect and describe the server"
+)
+@inject
+async def test_integration(
+    integration_id: UUID,
+    caller: CallerDep,
+    use_case: Annotated[TestMcpIntegration, Depends(Provide[Container.test_mcp_integration])],
+) -> ConnectionTestOut:
+    return ConnectionTestOut.of(await use_case.execute(caller, IntegrationId(integration_id)))
+
+
+@router.get(
+    "/{integration_id}/tools", response_model=CatalogOut[ToolOut], summary="Tools, after the tool filter"
+)
+@inject
+async def list_tools(
+    integration_id: UUID,
+    caller: CallerDep,
+    use_case: Annotated[ListMcpTools, Depends(Provide[Container.list_mcp_tools])],
+) -> CatalogOut[ToolOut]:
+    return CatalogOut(
+        data=[ToolOut.of(t) for t in await use_case.execute(caller, IntegrationId(integration_id))]
+    )
+
+
+@router.get("/{integration_id}/resources", response_model=CatalogOut[ResourceOut])
+@inject
+async def list_resources(
+    integration_id: UUID,
+    caller: CallerDep,
+    use_case: Annotated[ListMcpResources, Depends(Provide[Container.list_mcp_resources])],
+) -> CatalogOut[ResourceOut]:
+    items = await use_case.execute(caller, IntegrationId(integration_id))
+    return CatalogOut(data=[ResourceOut.of(r) for r in items])
+
+
+@router.get("/{integration_id}/resource-templates", response_model=CatalogOut[ResourceTemplateOut])
+@inject
+async def list_resource_templates(
+    integration_id: UUID,
+    caller: CallerDep,
+    use_case: Annotated[ListMcpResourceTemplates, Depends(Provide[Container.list_mcp_resource_templates])],
+) -> CatalogOut[ResourceTemplateOut]:
+    items = await use_case.execute(caller, IntegrationId(integration_id))
+    return CatalogOut(data=[ResourceTemplateOut.of(t) for t in items])
+
+
+@router.get("/{integration_id}/prompts", response_model=CatalogOut[PromptOut])
+@inject
+async def list_prompts(
+    integration_id: UUID,
+    caller: CallerDep,
+    use_case: Annotated[ListMcpPrompts, Depends(Provide[Container.list_mcp_prompts])],
+) -> CatalogOut[PromptOut]:
+    return CatalogOut(
+        data=[PromptOut.of(p) for p in await use_case.execute(caller, IntegrationId(integration_id))]
+    )
+
+
+@router.post("/{integration_id}/tools/{tool_name}/call", response_model=ToolCallOut, summary="Call a tool")
+@inject
+async def call_tool(
+    integration_id: UUID,
+    tool_name: str,
+    body: ToolCallIn,
+    caller: CallerDep,
+    use_case: Annotated[ExecuteMcpTool, Depends(Provide[Container.execute_mcp_tool])],
+) -> ToolCallOut:
+    command = ExecuteMcpToolCommand(
+        org_id=caller.org_id,
+        integration_id=IntegrationId(integration_id),
+        tool_name=tool_name,
+        arguments=body.arguments,
+    )
+    return ToolCallOut.of(await use_case.execute(command))
+
+
+@router.post(
+    "/{integration_id}/resources/read",
+    response_model=CatalogOut[ResourceContentOut] | ImportedResourceOut,
+    summary="Read a resource, or import it as a source of a thread",
+)
+@inject
+async def read_resource(
+    integration_id: UUID,
+    body: ResourceReadIn,
+    caller: CallerDep,
+    read: Annotated[ReadMcpResource, Depends(Provide[Container.read_mcp_resource])],
+    retrieve: Annotated[RetrieveMcpResource, Depends(Provide[Container.retrieve_mcp_resource])],
+) -> CatalogOut[ResourceContentOut] | ImportedResourceOut:
+    if body.import_ and body.thread_id is not None:
+        command = RetrieveMcpResourceCommand(
+            org_id=caller.org_id,
+            integration_id=IntegrationId(integration_id),
+            uri=body.uri,
+            thread_id=ThreadId(body.thread_id),
+        )
+        return ImportedResourceOut.of(await retrieve.execute(command))
+    query = ReadMcpResourceQuery(
+        org_id=caller.org_id, integration_id=IntegrationId(integration_id), uri=body.uri
+    )
+    return CatalogOut(data=[ResourceContentOut.of(c) for c in await read.execute(query)])
+
+
+@router.post(
+    "/{integration_id}/prompts/{prompt_name}/get", response_model=PromptResultOut, summary="Get a prompt"
+)
+@inject
+async def get_prompt(
+    integration_id: UUID,
+    prompt_name: str,
+    body: PromptGetIn,
+    caller: CallerDep,
+    use_case: Annotated[GetMcpPrompt, Depends(Provide[Container.get_mcp_prompt])],
+) -> PromptResultOut:
+    query = GetMcpPromptQuery(
+        org_id=caller.org_id,
+        integration_id=IntegrationId(integration_id),
+        prompt_name=prompt_name,
+        arguments=body.arguments,
+    )
+    return PromptResultOut.of(await use_case.execute(query))

@@ -1,0 +1,295 @@
+"""One live session with an integration's MCP server, owned by a background task.
+
+The SDK's client is an async context manager whose task group belongs to the task that entered
+it, so a session shared by many callers lives in a task of its own: it opens the client, reports
+ready, and keeps it open until asked to close or until the connection drops.
+"""
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from application.errors import McpConnectionFailed, McpTimeout
+from application.ports.mcp import McpTarget
+from domain.integrations import Transport
+from infrastructure.mcp.errors import translate
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+CLIENT_INFO = types.Implementation(name="threadline", version="0.1.0")
+# Long-lived response streams (SSE) may stay quiet for a long time; requests have their own timeout.
+_STREAM_READ_TIMEOUT = 300.0
+Listener = Callable[[str], None]
+"""Told the kind of catalog that changed: "tools", "prompts" or "resources"."""
+
+
+class _WatchedReadStream:
+    """Passes the transport's messages on, and notes when the stream ends (the server is gone)."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner, self._on_end = inner, on_end
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    def __aiter__(self) -> "_WatchedReadStream":
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> "_WatchedReadStream":
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(*exc)
+        return result
+
+
+class _Transport:
+    """The SDK transport for a target, with the read stream watched and HTTP statuses recorded."""
+
+    def __init__(
+        self,
+        target: McpTarget,
+        stdio: StdioServerParameters | None,
+        on_end: Callable[[], None],
+        on_status: Callable[[int], None],
+    ) -> None:
+        self._target, self._stdio, self._on_end, self._on_status = target, stdio, on_end, on_status
+        self._stack = contextlib.AsyncExitStack()
+
+    def _http_client(
+        self,
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        async def record(response: httpx2.Response) -> None:
+            self._on_status(response.status_code)
+
+        connect = self._target.timeout_seconds
+        return httpx2.AsyncClient(
+            headers={**(headers or {}), **self._target.headers},
+            timeout=timeout or httpx2.Timeout(connect, read=_STREAM_READ_TIMEOUT),
+            auth=auth,
+            event_hooks={"response": [record]},
+        )
+
+    async def __aenter__(self) -> tuple[Any, Any]:
+        target = self._target
+        try:
+            if target.transport is Transport.STDIO:
+                assert self._stdio is not None
+                inner = stdio_client(self._stdio)
+            elif target.transport is Transport.SSE:
+                assert target.url is not None
+                inner = sse_client(
+                    target.url,
+                    timeout=target.timeout_seconds,
+                    sse_read_timeout=_STREAM_READ_TIMEOUT,
+                    httpx_client_factory=self._http_client,
+                )
+            else:
+                assert target.url is not None
+                client = await self._stack.enter_async_context(self._http_client())
+                inner = streamable_http_client(target.url, http_client=client)
+            read, write = await self._stack.enter_async_context(inner)
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return _WatchedReadStream(read, self._on_end), write
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        return await self._stack.__aexit__(exc_type, exc, tb)
+
+
+class McpConnection:
+    def __init__(self, target: McpTarget, stdio: StdioServerParameters | None, on_change: Listener) -> None:
+        self.target = target
+        self._stdio = stdio
+        self._on_change = on_change
+        self._client: Client | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
+        self.lost = asyncio.Event()
+        """Set once the session can serve no more requests (the server went away, or it was closed)."""
+        self.auth_refused = False
+        self.session_rejected = False
+        self.last_used = time.monotonic()
+        self.in_flight = 0
+
+    @property
+    def protocol_version(self) -> str:
+        assert self._client is not None
+        return self._client.protocol_version
+
+    @property
+    def client(self) -> Client:
+        assert self._client is not None
+        return self._client
+
+    @property
+    def modern(self) -> bool:
+        return self._client is not None and self._client.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    async def open(self) -> None:
+        """Connect within the target's timeout, or raise a typed error."""
+        self._task = asyncio.create_task(self._serve(), name=f"mcp-session-{self.target.integration_id}")
+        try:
+            async with asyncio.timeout(self.target.timeout_seconds):
+                await self._ready.wait()
+        except TimeoutError:
+            await self.close()
+            raise McpTimeout("connecting to the MCP server timed out") from None
+        if self._failure is not None or self._client is None:
+            failure = self._failure or McpConnectionFailed("the MCP server closed the connection at once")
+            await self.close()
+            raise translate(failure, doing="connecting", auth_refused=self.auth_refused)
+
+    async def _serve(self) -> None:
+        transport = _Transport(self.target, self._stdio, self._mark_broken, self._record_status)
+        try:
+            async with Client(
+                transport,
+                mode="auto",
+                cache=None,
+                read_timeout_seconds=self.target.timeout_seconds,
+                message_handler=self._on_message,
+                client_info=CLIENT_INFO,
+            ) as client:
+                self._client = client
+                async with anyio.create_task_group() as group:
+                    if self.modern and self._can_listen(client):
+                        # Ready only once the server acknowledged the subscription: no change is missed.
+                        await group.start(self._listen, client)
+                    self._ready.set()
+                    await self._stop.wait()
+                    group.cancel_scope.cancel()
+        except Exception as error:  # reported to whoever waits for the connection
+            self._failure = error
+            if self._ready.is_set():
+                logger.info(
+                    "MCP session ended",
+                    extra={"integration_id": str(self.target.integration_id), "error": type(error).__name__},
+                )
+        finally:
+            self._mark_broken()
+            self._ready.set()
+
+    @staticmethod
+    def _can_listen(client: Client) -> bool:
+        capabilities = client.server_capabilities
+        return any(
+            getattr(capability, "list_changed", False)
+            for capability in (capabilities.tools, capabilities.prompts, capabilities.resources)
+        )
+
+    async def _listen(self, client: Client, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        started = False
+        try:
+            async with client.listen(
+                tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
+            ) as subscription:
+                task_status.started()
+                started = True
+                async for _event in subscription:
+                    pass  # each event is also passed to _on_message, which invalidates
+        except Exception:
+            # Events may have been missed: forget every catalog and let the next call reconnect.
+            for kind in ("tools", "prompts", "resources"):
+                self._on_change(kind)
+            self._mark_broken()
+            if not started:
+                task_status.started()
+
+    async def _on_message(self, message: Any) -> None:
+        kind = {
+            types.ToolListChangedNotification: "tools",
+            types.PromptListChangedNotification: "prompts",
+            types.ResourceListChangedNotification: "resources",
+        }.get(type(message))
+        if kind is not None:
+            self._on_change(kind)
+
+    @property
+    def broken(self) -> bool:
+        return self.lost.is_set()
+
+    def _mark_broken(self) -> None:
+        self.lost.set()
+
+    def _record_status(self, status: int) -> None:
+        if status in (401, 403):
+            self.auth_refused = True
+        elif status in (400, 404) and self._ready.is_set():
+            # A stateful server that restarted no longer knows our session id.
+            self.session_rejected = True
+
+    async def request(self, operation: Callable[[Client], Awaitable[T]], *, doing: str) -> T:
+        """Run one request on this session within the target's timeout, translating failures."""
+        client = self.client
+        self.in_flight += 1
+        try:
+            # The SDK enforces the timeout per request; this is the backstop for everything around it.
+            async with asyncio.timeout(self.target.timeout_seconds + 1):
+                return await operation(client)
+        except Exception as error:
+            raise translate(error, doing=doing, auth_refused=self.auth_refused) from error
+        finally:
+            self.in_flight -= 1
+            self.last_used = time.monotonic()
+
+    async def close(self) -> None:
+        self._stop.set()
+        task = self._task
+        if task is None or task.done():
+            return
+        try:
+            async with asyncio.timeout(5):
+                await asyncio.shield(task)
+        except (TimeoutError, asyncio.CancelledError):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
+@contextlib.asynccontextmanager
+async def opened(connection: McpConnection) -> AsyncIterator[McpConnection]:
+    await connection.open()
+    try:
+        yield connection
+    finally:
+        await connection.close()

@@ -1,0 +1,258 @@
+"""The MCP gateway: pooled sessions, cached catalogs, typed errors."""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from mcp import Client, StdioServerParameters
+
+from application.errors import InvalidReference, McpError
+from application.ports.mcp import (
+    McpPromptInfo,
+    McpResourceContent,
+    McpResourceInfo,
+    McpResourceTemplateInfo,
+    McpServerInfo,
+    McpTarget,
+    McpToolInfo,
+    McpToolResult,
+    OutboundPolicy,
+)
+from domain.ids import IntegrationId
+from domain.integrations import Transport
+from domain.prompts import PromptResult
+from infrastructure.mcp import convert
+from infrastructure.mcp.catalog_cache import CatalogCache
+from infrastructure.mcp.connection import McpConnection, opened
+from infrastructure.mcp.errors import is_connection_lost, is_generic_http_error, is_session_gone
+from infrastructure.mcp.operator_servers import OperatorServerRegistry
+from infrastructure.mcp.pool import McpSessionPool
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+MAX_PAGES = 100
+# Server caching hints are honoured up to this long.
+MAX_HINTED_TTL = 3_600.0
+
+
+async def _all_pages(
+    fetch: Callable[[str | None], Awaitable[Any]], items: str
+) -> tuple[list[Any], float | None]:
+    """Every item of a paginated list, and the smallest TTL hint (seconds) among the pages."""
+    collected: list[Any] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    ttl: float | None = None
+    for _ in range(MAX_PAGES):
+        page = await fetch(cursor)
+        collected.extend(getattr(page, items))
+        hint = getattr(page, "ttl_ms", None)
+        if hint is not None and "ttl_ms" in page.model_fields_set:
+            ttl = hint / 1000 if ttl is None else min(ttl, hint / 1000)
+        cursor = page.next_cursor
+        if not cursor or cursor in seen:
+            break
+        seen.add(cursor)
+    return collected, ttl
+
+
+class SdkMcpGateway:
+    def __init__(
+        self,
+        *,
+        servers: OperatorServerRegistry,
+        outbound: OutboundPolicy,
+        catalog_ttl_seconds: float = 300,
+        max_sessions: int = 64,
+        idle_seconds: float = 300,
+    ) -> None:
+        self._servers = servers
+        self._outbound = outbound
+        self._ttl = catalog_ttl_seconds
+        self._cache = CatalogCache()
+        self._pool = McpSessionPool(
+            max_sessions=max_sessions, idle_seconds=idle_seconds, on_change=self._changed
+        )
+        self._subscribers: dict[IntegrationId, list[asyncio.Queue[str]]] = {}
+
+    # -- notifications -------------------------------------------------------------------------
+
+    def _changed(self, integration_id: IntegrationId, kind: str) -> None:
+        self._cache.invalidate(integration_id, kind)
+        for queue in self._subscribers.get(integration_id, []):
+            queue.put_nowait(kind)
+
+    def subscribe(self, integration_id: IntegrationId) -> asyncio.Queue[str]:
+        """A queue of its own for one consumer, told each catalog kind that changed (after the
+        cache dropped it), so no consumer can take another's notification."""
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._subscribers.setdefault(integration_id, []).append(queue)
+        return queue
+
+    def unsubscribe(self, integration_id: IntegrationId, queue: asyncio.Queue[str]) -> None:
+        queues = self._subscribers.get(integration_id, [])
+        if queue in queues:
+            queues.remove(queue)
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def _stdio(self, target: McpTarget) -> StdioServerParameters | None:
+        if target.transport is not Transport.STDIO:
+            return None
+        parameters = self._servers.parameters(target.server or "")
+        if parameters is None:
+            raise InvalidReference(f"no operator-defined MCP server named {target.server!r}")
+        return parameters
+
+    async def _check(self, target: McpTarget) -> StdioServerParameters | None:
+        if target.url is not None and target.transport is not Transport.STDIO:
+            await self._outbound.check_url(target.url)
+        return self._stdio(target)
+
+    async def _run(
+        self, target: McpTarget, operation: Callable[[Client], Awaitable[T]], *, doing: str, idempotent: bool
+    ) -> T:
+        stdio = await self._check(target)
+        connection = await self._pool.session(target, stdio)
+        try:
+            return await connection.request(operation, doing=doing)
+        except McpError as error:
+            cause = error.__cause__
+            refused = connection.session_rejected and is_generic_http_error(cause)
+            if cause is None or not (refused or is_connection_lost(cause)):
+                raise
+            await self._pool.drop(target.integration_id)
+            # A tool call is only repeated when the server cannot have run it (it refused our session).
+            if not (idempotent or refused or is_session_gone(cause)):
+                raise
+            logger.info(
+                "MCP session lost; reconnecting", extra={"integration_id": str(target.integration_id)}
+            )
+            connection = await self._pool.session(target, stdio)
+            return await connection.request(operation, doing=doing)
+
+    async def _catalog(
+        self,
+        target: McpTarget,
+        kind: str,
+        fetch: Callable[[Client], Awaitable[tuple[list[Any], float | None]]],
+    ) -> list[Any]:
+        cached = self._cache.get(target.integration_id, kind, target.version)
+        if cached is not None:
+            return list(cached)
+        generation = self._cache.generation(target.integration_id, kind)
+        items, hinted = await self._run(
+            target, fetch, doing=f"listing {kind.replace('_', ' ')}", idempotent=True
+        )
+        ttl = self._ttl if hinted is None else min(hinted, MAX_HINTED_TTL)
+        self._cache.put(target.integration_id, kind, target.version, tuple(items), ttl, generation)
+        return items
+
+    # -- the port ------------------------------------------------------------------------------
+
+    async def list_tools(self, target: McpTarget) -> Sequence[McpToolInfo]:
+        async def fetch(client: Client) -> tuple[list[Any], float | None]:
+            tools, ttl = await _all_pages(lambda c: client.list_tools(cursor=c), "tools")
+            return [convert.tool_info(t) for t in tools], ttl
+
+        return await self._catalog(target, "tools", fetch)
+
+    async def list_resources(self, target: McpTarget) -> Sequence[McpResourceInfo]:
+        async def fetch(client: Client) -> tuple[list[Any], float | None]:
+            if client.server_capabilities.resources is None:
+                return [], None
+            found, ttl = await _all_pages(lambda c: client.list_resources(cursor=c), "resources")
+            return [convert.resource_info(r) for r in found], ttl
+
+        return await self._catalog(target, "resources", fetch)
+
+    async def list_resource_templates(self, target: McpTarget) -> Sequence[McpResourceTemplateInfo]:
+        async def fetch(client: Client) -> tuple[list[Any], float | None]:
+            if client.server_capabilities.resources is None:
+                return [], None
+            found, ttl = await _all_pages(
+                lambda c: client.list_resource_templates(cursor=c), "resource_templates"
+            )
+            return [convert.template_info(t) for t in found], ttl
+
+        return await self._catalog(target, "resource_templates", fetch)
+
+    async def list_prompts(self, target: McpTarget) -> Sequence[McpPromptInfo]:
+        async def fetch(client: Client) -> tuple[list[Any], float | None]:
+            if client.server_capabilities.prompts is None:
+                return [], None
+            found, ttl = await _all_pages(lambda c: client.list_prompts(cursor=c), "prompts")
+            return [convert.prompt_info(p) for p in found], ttl
+
+        return await self._catalog(target, "prompts", fetch)
+
+    async def call_tool(self, target: McpTarget, name: str, arguments: Mapping[str, Any]) -> McpToolResult:
+        async def call(client: Client) -> McpToolResult:
+            result = await client.call_tool(
+                name, dict(arguments), read_timeout_seconds=target.timeout_seconds
+            )
+            return convert.tool_result(result)
+
+        return await self._run(target, call, doing=f"calling tool {name!r}", idempotent=False)
+
+    async def read_resource(self, target: McpTarget, uri: str) -> Sequence[McpResourceContent]:
+        async def read(client: Client) -> list[McpResourceContent]:
+            return convert.resource_contents(await client.read_resource(uri, cache_mode="bypass"))
+
+        return await self._run(target, read, doing=f"reading resource {uri!r}", idempotent=True)
+
+    async def get_prompt(self, target: McpTarget, name: str, arguments: Mapping[str, str]) -> PromptResult:
+        async def get(client: Client) -> PromptResult:
+            return convert.prompt_result(await client.get_prompt(name, dict(arguments)))
+
+        return await self._run(target, get, doing=f"getting prompt {name!r}", idempotent=True)
+
+    async def probe(self, target: McpTarget) -> McpServerInfo:
+        stdio = await self._check(target)
+        connection: McpConnection = self._pool.new_connection(target, stdio)
+        async with opened(connection):
+
+            async def describe(client: Client) -> McpServerInfo:
+                capabilities = client.server_capabilities
+                tools: list[Any] = []
+                if capabilities.tools is not None:
+                    tools, _ = await _all_pages(lambda c: client.list_tools(cursor=c), "tools")
+                resources: list[Any] = []
+                templates: list[Any] = []
+                prompts: list[Any] = []
+                if capabilities.resources is not None:
+                    resources, _ = await _all_pages(lambda c: client.list_resources(cursor=c), "resources")
+                    templates, _ = await _all_pages(
+                        lambda c: client.list_resource_templates(cursor=c), "resource_templates"
+                    )
+                if capabilities.prompts is not None:
+                    prompts, _ = await _all_pages(lambda c: client.list_prompts(cursor=c), "prompts")
+                info = client.server_info
+                return McpServerInfo(
+                    name=info.name if info else None,
+                    version=info.version if info else None,
+                    protocol_version=client.protocol_version,
+                    capabilities=capabilities.model_dump(mode="json", exclude_none=True, by_alias=True),
+                    tools=len(tools),
+                    resources=len(resources),
+                    resource_templates=len(templates),
+                    prompts=len(prompts),
+                )
+
+            return await connection.request(describe, doing="testing the connection")
+
+    async def forget(self, integration_id: IntegrationId) -> None:
+        self._cache.invalidate(integration_id)
+        await self._pool.drop(integration_id)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    @property
+    def pool(self) -> McpSessionPool:
+        return self._pool
+
+    @property
+    def open_sessions(self) -> int:
+        return len(self._pool)

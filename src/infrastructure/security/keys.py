@@ -1,0 +1,29 @@
+import logging
+import os
+from pathlib import Path
+
+from cryptography.fernet import Fernet
+
+logger = logging.getLogger(__name__)
+
+
+def secret_keys(configured: str | None, data_dir: Path) -> list[str]:
+    """The configured keys, or one generated once and kept in the data directory.
+
+    A generated key suits one machine; deployments with several processes or hosts set
+    THREADLINE_SECRET_KEY so that every one of them can read the stored credentials.
+    """
+    if configured:
+        keys = [k.strip() for k in configured.split(",") if k.strip()]
+        if keys:
+            return keys
+    path = data_dir / "secret.key"
+    if path.exists():
+        return [path.read_text().strip()]
+    data_dir.mkdir(parents=True, exist_ok=True)
+    key = Fernet.generate_key().decode()
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(key)
+    logger.warning("generated a secret key for stored credentials", extra={"path": str(path)})
+    return [key]
