@@ -1,5 +1,7 @@
+import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -12,6 +14,18 @@ from infrastructure.http.app import create_app
 from infrastructure.persistence import migrations
 from infrastructure.settings import Settings
 from tests.databases import fresh_database
+from tests.mcp_servers import everything
+
+
+def operator_servers_file(directory: Path) -> Path:
+    """The operator's stdio servers: server-everything, run with node."""
+    path = directory / "mcp-servers.json"
+    try:
+        command, args = everything.stdio_command()
+    except Exception:  # not installed: stdio tests skip with their own message
+        command, args = "node", ["--version"]
+    path.write_text(json.dumps({"servers": {"everything": {"command": command, "args": [*args]}}}))
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -23,8 +37,17 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def settings(database_url: str) -> Settings:
-    return Settings(_env_file=None, database_url=database_url, log_format="text", api_key_touch_seconds=0)
+def settings(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(
+        _env_file=None,
+        database_url=database_url,
+        log_format="text",
+        api_key_touch_seconds=0,
+        secret_key="test secret key",
+        data_dir=tmp_path_factory.mktemp("data"),
+        mcp_allowed_networks="127.0.0.0/8",
+        mcp_servers_file=operator_servers_file(tmp_path_factory.mktemp("operator")),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from infrastructure.cli import app
 from tests.databases import fresh_database
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
@@ -23,9 +25,11 @@ def cli_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [THREADLINE, *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    """The `threadline` command, run in this process as its console script runs it."""
+    result = CliRunner().invoke(app, list(args), env=env)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
 
 
 def _free_port() -> int:
@@ -83,7 +87,8 @@ def test_serve_migrates_and_answers_on_loopback(tmp_path: Path) -> None:
                 pytest.fail("server exited before starting")
             base = f"http://127.0.0.1:{port}"
             assert httpx.get(f"{base}/readyz").json() == {"status": "ready"}
-            secret = re.search(r"(tl_\S+)", cli(env, "orgs", "create", "Live").stdout).group(1)  # type: ignore[union-attr]
+            created = subprocess.run([THREADLINE, "orgs", "create", "Live"], env=env, capture_output=True, text=True)
+            secret = re.search(r"(tl_\S+)", created.stdout).group(1)  # type: ignore[union-attr]
             me = httpx.get(f"{base}/v1/me", headers={"Authorization": f"Bearer {secret}"})
             assert me.status_code == 200 and me.json()["organization"]["slug"] == "live"
         finally:

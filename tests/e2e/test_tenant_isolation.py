@@ -1,13 +1,26 @@
 """Two organizations side by side: nothing one owns can be read, listed, changed or deleted by the other."""
 
+from collections.abc import AsyncIterator
+
 import httpx
 import pytest
 
 from tests.conftest import Tenant
+from tests.fakes.mcp_server import FakeMcpServer
+
+
+@pytest.fixture(scope="module")
+async def mcp_server() -> AsyncIterator[FakeMcpServer]:
+    async with FakeMcpServer() as server:
+        yield server
 
 
 @pytest.fixture
-async def owned(client: httpx.AsyncClient, make_tenant) -> tuple[Tenant, Tenant, dict[str, str]]:  # type: ignore[no-untyped-def]
+async def owned(
+    client: httpx.AsyncClient,
+    make_tenant,  # type: ignore[no-untyped-def]
+    mcp_server: FakeMcpServer,
+) -> tuple[Tenant, Tenant, dict[str, str]]:
     owner, intruder = await make_tenant("Owner"), await make_tenant("Intruder")
     agent = (await client.post("/v1/agents", json={"name": "Secret agent"}, headers=owner.admin)).json()
     thread = (await client.post("/v1/threads", json={"agent_id": agent["id"]}, headers=owner.admin)).json()
@@ -15,7 +28,24 @@ async def owned(client: httpx.AsyncClient, make_tenant) -> tuple[Tenant, Tenant,
         f"/v1/threads/{thread['id']}/messages", json={"content": "private"}, headers=owner.admin
     )
     key = (await client.post("/v1/api-keys", json={"name": "owner key"}, headers=owner.admin)).json()
-    return owner, intruder, {"agent": agent["id"], "thread": thread["id"], "key": key["id"]}
+    body = {"name": "Memo", "url": mcp_server.url}
+    integration = (await client.post("/v1/mcp-integrations", json=body, headers=owner.admin)).json()
+    imported = await client.post(
+        f"/v1/mcp-integrations/{integration['id']}/resources/read",
+        json={"uri": "memo://notes", "import": True, "thread_id": thread["id"]},
+        headers=owner.admin,
+    )
+    return (
+        owner,
+        intruder,
+        {
+            "agent": agent["id"],
+            "thread": thread["id"],
+            "key": key["id"],
+            "integration": integration["id"],
+            "source": imported.json()["sources"][0]["id"],
+        },
+    )
 
 
 ROUTES = [
@@ -27,6 +57,23 @@ ROUTES = [
     ("GET", "/v1/threads/{thread}/messages", None),
     ("POST", "/v1/threads/{thread}/messages", {"content": "injected"}),
     ("POST", "/v1/api-keys/{key}/revoke", None),
+    ("GET", "/v1/mcp-integrations/{integration}", None),
+    ("PATCH", "/v1/mcp-integrations/{integration}", {"name": "hijacked"}),
+    ("DELETE", "/v1/mcp-integrations/{integration}", None),
+    ("POST", "/v1/mcp-integrations/{integration}/enable", None),
+    ("POST", "/v1/mcp-integrations/{integration}/disable", None),
+    ("POST", "/v1/mcp-integrations/{integration}/test", None),
+    ("GET", "/v1/mcp-integrations/{integration}/tools", None),
+    ("GET", "/v1/mcp-integrations/{integration}/resources", None),
+    ("GET", "/v1/mcp-integrations/{integration}/resource-templates", None),
+    ("GET", "/v1/mcp-integrations/{integration}/prompts", None),
+    ("POST", "/v1/mcp-integrations/{integration}/tools/echo/call", {"arguments": {}}),
+    ("POST", "/v1/mcp-integrations/{integration}/resources/read", {"uri": "memo://notes"}),
+    ("POST", "/v1/mcp-integrations/{integration}/prompts/welcome/get", {}),
+    ("GET", "/v1/threads/{thread}/sources", None),
+    ("GET", "/v1/agents/{agent}/sources", None),
+    ("GET", "/v1/sources/{source}", None),
+    ("GET", "/v1/sources/{source}/content", None),
 ]
 
 
@@ -51,13 +98,20 @@ async def test_another_organizations_object_is_not_found(
     assert [m["content"][0]["text"] for m in messages] == ["private"]
     keys = (await client.get("/v1/api-keys", headers=owner.admin)).json()["data"]
     assert all(k["revoked_at"] is None for k in keys)
+    integration = (await client.get(f"/v1/mcp-integrations/{ids['integration']}", headers=owner.admin)).json()
+    assert (integration["name"], integration["enabled"], integration["connection_status"]) == (
+        "Memo",
+        True,
+        "unknown",
+    )
+    assert (await client.get(f"/v1/sources/{ids['source']}", headers=owner.admin)).json()["text"]
 
 
 async def test_lists_show_only_the_callers_objects(
     client: httpx.AsyncClient, owned: tuple[Tenant, Tenant, dict[str, str]]
 ) -> None:
     owner, intruder, ids = owned
-    for url in ("/v1/agents", "/v1/threads", f"/v1/threads?agent_id={ids['agent']}"):
+    for url in ("/v1/agents", "/v1/threads", f"/v1/threads?agent_id={ids['agent']}", "/v1/mcp-integrations"):
         assert (await client.get(url, headers=intruder.admin)).json()["data"] == [], url
     intruder_keys = (await client.get("/v1/api-keys", headers=intruder.admin)).json()["data"]
     assert ids["key"] not in {k["id"] for k in intruder_keys}
@@ -77,3 +131,22 @@ async def test_objects_cannot_be_linked_across_organizations(
     assert linked.status_code == 422
     bound = await client.post("/v1/threads", json={"agent_id": ids["agent"]}, headers=intruder.admin)
     assert bound.status_code == 422
+    tools = await client.post(
+        "/v1/agents",
+        json={"name": "Spy", "mcp_integration_ids": [ids["integration"]]},
+        headers=intruder.admin,
+    )
+    assert tools.status_code == 422
+    own = (
+        await client.post(
+            "/v1/mcp-integrations",
+            json={"name": "Mine", "url": "http://127.0.0.1:9/mcp"},
+            headers=intruder.admin,
+        )
+    ).json()
+    stolen = await client.post(
+        f"/v1/mcp-integrations/{own['id']}/resources/read",
+        json={"uri": "memo://notes", "import": True, "thread_id": ids["thread"]},
+        headers=intruder.admin,
+    )
+    assert stolen.status_code == 422

@@ -112,3 +112,51 @@ def test_message_roles_restrict_their_parts() -> None:
         Message(role=MessageRole.USER, content=(), **common)
     with pytest.raises(InvalidValue, match="exactly one"):
         ImageContent()
+
+
+def test_integration_rules() -> None:
+    from domain.ids import IntegrationId
+    from domain.integrations import (
+        AuthType,
+        ConnectionStatus,
+        FilterMode,
+        IntegrationChanges,
+        McpIntegration,
+        SealedSecret,
+        ToolFilter,
+        Transport,
+    )
+
+    def integration(**overrides: object) -> McpIntegration:
+        fields: dict = dict(
+            id=IntegrationId(uuid4()),
+            org_id=OrgId(uuid4()),
+            name="Files",
+            slug="files",
+            url="https://mcp.example/x",
+            created_at=NOW,
+            updated_at=NOW,
+        )
+        return McpIntegration(**(fields | overrides))
+
+    with pytest.raises(InvalidValue, match="needs `server`"):
+        integration(transport=Transport.STDIO, url=None)
+    with pytest.raises(InvalidValue, match="needs `credentials`"):
+        integration(auth_type=AuthType.BEARER)
+    with pytest.raises(InvalidValue, match="header name"):
+        integration(
+            auth_type=AuthType.HEADER,
+            auth_header_name="Content-Length",
+            credentials=SealedSecret(ciphertext="c", last4=""),
+        )
+    assert ToolFilter(mode=FilterMode.EXCLUDE, names=("rm",)).allows("ls")
+    assert not ToolFilter(mode=FilterMode.INCLUDE, names=("ls",)).allows("rm")
+
+    subject = integration(auth_type=AuthType.BEARER, credentials=SealedSecret(ciphertext="c", last4="abcd"))
+    subject.record_check(NOW, None)
+    assert subject.connection_status is ConnectionStatus.CONNECTED
+    subject.apply(IntegrationChanges(auth_type=AuthType.NONE), NOW + timedelta(seconds=1))
+    assert subject.credentials is None and subject.connection_status is ConnectionStatus.UNKNOWN
+    with pytest.raises(InvalidValue):
+        subject.apply(IntegrationChanges(transport=Transport.STDIO), NOW)
+    assert subject.transport is Transport.STREAMABLE_HTTP
