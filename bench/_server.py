@@ -46,18 +46,12 @@ def database(backend: str) -> Iterator[str]:
 
 
 @contextmanager
-def server(
-    database_url: str, extra_env: dict[str, str] | None = None
-) -> Iterator[tuple[str, dict[str, str]]]:
+def server(database_url: str, extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, dict[str, str]]]:
     """Yields the base URL and an admin auth header of a new organization."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = (
-        os.environ
-        | {"THREADLINE_DATABASE_URL": database_url, "THREADLINE_LOG_LEVEL": "WARNING"}
-        | (extra_env or {})
-    )
+    env = os.environ | {"THREADLINE_DATABASE_URL": database_url, "THREADLINE_LOG_LEVEL": "WARNING"} | (extra_env or {})
     subprocess.run([THREADLINE, "migrate"], env=env, check=True, capture_output=True)
     created = subprocess.run(
         [THREADLINE, "orgs", "create", "Bench"], env=env, check=True, capture_output=True, text=True

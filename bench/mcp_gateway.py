@@ -64,9 +64,7 @@ async def _measure(name: str, server: object, transport: Transport, url: str | N
         first_bare = time.perf_counter() - bare_connect
         for _ in range(rounds):
             bare_samples += await _timed(lambda i: client.call_tool("echo", {"message": f"m{i}"}), calls)
-            pooled_samples += await _timed(
-                lambda i: gateway.call_tool(target, "echo", {"message": f"m{i}"}), calls
-            )
+            pooled_samples += await _timed(lambda i: gateway.call_tool(target, "echo", {"message": f"m{i}"}), calls)
     await gateway.close()
     bare, pooled = statistics.median(bare_samples), statistics.median(pooled_samples)
     print(

@@ -11,11 +11,7 @@ config = context.config
 
 
 def _url() -> str:
-    return (
-        config.attributes.get("database_url")
-        or config.get_main_option("sqlalchemy.url")
-        or Settings().database_url
-    )
+    return config.attributes.get("database_url") or config.get_main_option("sqlalchemy.url") or Settings().database_url
 
 
 def _run(connection: Connection) -> None:

@@ -88,9 +88,7 @@ def make_tenant(container: Container):  # type: ignore[no-untyped-def]
             CreateOrganizationCommand(name=f"{name} {_counter}", slug=None)
         )
         org = created.organization
-        return Tenant(
-            id=str(org.id), slug=org.slug, admin={"Authorization": f"Bearer {created.admin_key_plaintext}"}
-        )
+        return Tenant(id=str(org.id), slug=org.slug, admin={"Authorization": f"Bearer {created.admin_key_plaintext}"})
 
     return make
 
@@ -101,8 +99,6 @@ async def tenant(make_tenant) -> Tenant:  # type: ignore[no-untyped-def]
 
 
 async def member_headers(client: httpx.AsyncClient, tenant: Tenant) -> dict[str, str]:
-    response = await client.post(
-        "/v1/api-keys", json={"name": "member", "role": "member"}, headers=tenant.admin
-    )
+    response = await client.post("/v1/api-keys", json={"name": "member", "role": "member"}, headers=tenant.admin)
     assert response.status_code == 201, response.text
     return {"Authorization": f"Bearer {response.json()['key']}"}

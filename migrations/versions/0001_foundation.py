@@ -89,9 +89,7 @@ def upgrade() -> None:
         _timestamp("created_at"),
         _timestamp("updated_at"),
         _org_fk("threads"),
-        sa.ForeignKeyConstraint(
-            ["agent_id"], ["agents.id"], name="fk_threads_agent_id_agents", ondelete="SET NULL"
-        ),
+        sa.ForeignKeyConstraint(["agent_id"], ["agents.id"], name="fk_threads_agent_id_agents", ondelete="SET NULL"),
         sa.PrimaryKeyConstraint("id", name="pk_threads"),
     )
     op.create_index("ix_threads_agent_id", "threads", ["agent_id"])

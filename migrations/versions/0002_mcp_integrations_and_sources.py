@@ -77,12 +77,8 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["org_id"], ["organizations.id"], name="fk_sources_org_id_organizations", ondelete="CASCADE"
         ),
-        sa.ForeignKeyConstraint(
-            ["thread_id"], ["threads.id"], name="fk_sources_thread_id_threads", ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["agent_id"], ["agents.id"], name="fk_sources_agent_id_agents", ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["thread_id"], ["threads.id"], name="fk_sources_thread_id_threads", ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(["agent_id"], ["agents.id"], name="fk_sources_agent_id_agents", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name="pk_sources"),
     )
     op.create_index("ix_sources_thread_id_id", "sources", ["thread_id", "id"])

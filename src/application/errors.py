@@ -101,3 +101,19 @@ class UrlNotAllowed(ApplicationError):
 
 class SourceNotFound(NotFound):
     pass
+
+
+class RunNotFound(NotFound):
+    pass
+
+
+class RunNotWaiting(Conflict):
+    """Tool results were sent for a run that does not wait for them, or for calls it did not make."""
+
+
+class ThreadBusy(Conflict):
+    """The thread already has a run that is not finished."""
+
+
+class IdempotencyConflict(Conflict):
+    """Another run already holds this idempotency key (raised by the repository, resolved by the use case)."""

@@ -14,9 +14,7 @@ async def load_integration(uow: UnitOfWork, org_id: OrgId, integration_id: Integ
     return integration
 
 
-async def load_enabled_integration(
-    uow: UnitOfWork, org_id: OrgId, integration_id: IntegrationId
-) -> McpIntegration:
+async def load_enabled_integration(uow: UnitOfWork, org_id: OrgId, integration_id: IntegrationId) -> McpIntegration:
     integration = await load_integration(uow, org_id, integration_id)
     if not integration.enabled:
         raise McpIntegrationDisabled(f"MCP integration {integration.slug!r} is disabled")

@@ -122,9 +122,7 @@ class Agent:
 
     def apply(self, changes: AgentChanges, now: datetime) -> None:
         """Apply a partial update; on a broken rule the agent is left as it was."""
-        updates = {
-            f.name: getattr(changes, f.name) for f in fields(changes) if getattr(changes, f.name) is not None
-        }
+        updates = {f.name: getattr(changes, f.name) for f in fields(changes) if getattr(changes, f.name) is not None}
         if not updates:
             return
         candidate = replace(self, **updates, updated_at=now)  # runs every check on the result

@@ -124,15 +124,11 @@ class McpIntegration:
         require_slug("slug", self.slug, max_length=INTEGRATION_SLUG_MAX)
         if self.transport is Transport.STDIO:
             if not self.server:
-                raise InvalidValue(
-                    "a stdio integration needs `server`: the name of an operator-defined server"
-                )
+                raise InvalidValue("a stdio integration needs `server`: the name of an operator-defined server")
             if self.url is not None:
                 raise InvalidValue("a stdio integration takes `server`, not `url`")
             if self.auth_type is not AuthType.NONE:
-                raise InvalidValue(
-                    "a stdio integration takes no auth; the operator's server definition sets its env"
-                )
+                raise InvalidValue("a stdio integration takes no auth; the operator's server definition sets its env")
         else:
             if not self.url:
                 raise InvalidValue(f"a {self.transport.value} integration needs `url`")
@@ -153,9 +149,7 @@ class McpIntegration:
         if isinstance(self.timeout_seconds, bool) or not (
             TIMEOUT_MIN_SECONDS <= self.timeout_seconds <= TIMEOUT_MAX_SECONDS
         ):
-            raise InvalidValue(
-                f"timeout_seconds must be between {TIMEOUT_MIN_SECONDS} and {TIMEOUT_MAX_SECONDS}"
-            )
+            raise InvalidValue(f"timeout_seconds must be between {TIMEOUT_MIN_SECONDS} and {TIMEOUT_MAX_SECONDS}")
 
     @property
     def tool_prefix(self) -> str:

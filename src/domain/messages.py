@@ -66,15 +66,11 @@ class ImageContent:
     def __post_init__(self) -> None:
         if (self.url is None) == (self.data is None):
             raise InvalidValue("an image needs exactly one of url or data")
-        if self.url is not None and (
-            not self.url.startswith(("https://", "http://")) or len(self.url) > IMAGE_URL_MAX
-        ):
+        if self.url is not None and (not self.url.startswith(("https://", "http://")) or len(self.url) > IMAGE_URL_MAX):
             raise InvalidValue(f"image url must be an http(s) URL of at most {IMAGE_URL_MAX} characters")
         if self.data is not None:
             if self.mime_type not in IMAGE_MIME_TYPES:
-                raise InvalidValue(
-                    f"inline image mime_type must be one of {', '.join(sorted(IMAGE_MIME_TYPES))}"
-                )
+                raise InvalidValue(f"inline image mime_type must be one of {', '.join(sorted(IMAGE_MIME_TYPES))}")
             if len(self.data) > IMAGE_DATA_MAX * 4 // 3 + 4:
                 raise InvalidValue(f"inline image must be at most {IMAGE_DATA_MAX} bytes")
             try:
@@ -171,9 +167,7 @@ def part_from_dict(data: Mapping[str, Any]) -> ContentPart:
                     is_error=bool(data.get("is_error", False)),
                 )
             case "image":
-                return ImageContent(
-                    url=data.get("url"), data=data.get("data"), mime_type=data.get("mime_type")
-                )
+                return ImageContent(url=data.get("url"), data=data.get("data"), mime_type=data.get("mime_type"))
     except KeyError as missing:
         raise InvalidValue(f"{kind} content needs {missing.args[0]!r}") from None
     raise InvalidValue(f"unknown content type {kind!r}")

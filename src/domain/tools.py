@@ -50,9 +50,7 @@ class ToolRef:
     def __post_init__(self) -> None:
         if self.type not in NATIVE_TOOL_TYPES:
             allowed = ", ".join(sorted(t.value for t in NATIVE_TOOL_TYPES))
-            raise InvalidValue(
-                f"tool type {self.type.value!r} cannot be referenced by an agent; use one of {allowed}"
-            )
+            raise InvalidValue(f"tool type {self.type.value!r} cannot be referenced by an agent; use one of {allowed}")
 
     @property
     def key(self) -> tuple[str, str]:

@@ -18,9 +18,7 @@ from infrastructure.persistence import migrations
 
 T = TypeVar("T")
 
-app = typer.Typer(
-    help="Threadline: a multi-tenant agent platform API.", no_args_is_help=True, add_completion=False
-)
+app = typer.Typer(help="Threadline: a multi-tenant agent platform API.", no_args_is_help=True, add_completion=False)
 orgs_app = typer.Typer(help="Organizations (tenants).", no_args_is_help=True)
 keys_app = typer.Typer(help="API keys of an organization.", no_args_is_help=True)
 secrets_app = typer.Typer(help="The keys that encrypt stored credentials.", no_args_is_help=True)
@@ -70,9 +68,7 @@ def migrate() -> None:
 def serve(
     host: Annotated[str | None, typer.Option(help="Listen address (THREADLINE_HOST)")] = None,
     port: Annotated[int | None, typer.Option(help="Listen port (THREADLINE_PORT)")] = None,
-    migrate_first: Annotated[
-        bool, typer.Option("--migrate/--no-migrate", help="Run migrations first")
-    ] = True,
+    migrate_first: Annotated[bool, typer.Option("--migrate/--no-migrate", help="Run migrations first")] = True,
 ) -> None:
     """Start the HTTP API."""
     import uvicorn
@@ -102,9 +98,7 @@ async def _caller_for(container: Container, org_slug: str) -> Caller:
 @orgs_app.command("create")
 def create_org(
     name: Annotated[str, typer.Argument(help="Display name")],
-    slug: Annotated[
-        str | None, typer.Option(help="URL-safe identifier; derived from the name if absent")
-    ] = None,
+    slug: Annotated[str | None, typer.Option(help="URL-safe identifier; derived from the name if absent")] = None,
 ) -> None:
     """Create an organization and print its first admin API key (shown only this once)."""
     from application.use_cases.organizations import CreateOrganizationCommand

@@ -4,6 +4,16 @@ from datetime import timedelta
 
 from dependency_injector import containers, providers
 
+from application.runs.execute_run import ExecuteRun, RunLimits
+from application.runs.mcp_calls import McpPromptRetrieval, McpResourceRetrieval, McpToolCall
+from application.runs.native_calls import (
+    CodeExecution,
+    InternetSearch,
+    RunCommand,
+    SourceQuery,
+    WebsiteContent,
+)
+from application.runs.tool_assembly import ToolAssembler
 from application.use_cases.agents import CreateAgent, DeleteAgent, GetAgent, ListAgents, UpdateAgent
 from application.use_cases.api_keys import AuthenticateApiKey, CreateApiKey, ListApiKeys, RevokeApiKey
 from application.use_cases.integrations import (
@@ -28,6 +38,16 @@ from application.use_cases.mcp_operations import (
     RetrieveMcpResource,
 )
 from application.use_cases.organizations import CreateOrganization, FindOrganization, GetMe
+from application.use_cases.runs import (
+    CancelRun,
+    CreateRun,
+    FollowRun,
+    GetRun,
+    ListRunEvents,
+    ListRuns,
+    RecoverRuns,
+    SubmitToolResults,
+)
 from application.use_cases.sources import GetSource, ListSources
 from application.use_cases.threads import (
     AppendUserMessage,
@@ -38,9 +58,18 @@ from application.use_cases.threads import (
     ListThreads,
 )
 from application.use_cases.tools import ListNativeTools
+from domain.tools import ToolType
+from infrastructure.execution.event_bus import InMemoryRunEventBus
+from infrastructure.execution.in_process import InProcessRunExecutor
+from infrastructure.execution.wiring import run_executing, tracer_from
+from infrastructure.llm import language_model
 from infrastructure.mcp.gateway import SdkMcpGateway
 from infrastructure.mcp.operator_servers import OperatorServerRegistry
 from infrastructure.mcp.outbound import NetworkPolicy
+from infrastructure.native_tools.commands import OperatorCommandRunner
+from infrastructure.native_tools.python_sandbox import SubprocessPythonSandbox
+from infrastructure.native_tools.web_page import HttpWebPageReader
+from infrastructure.native_tools.web_search import SearxngWebSearch
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.readiness import DatabaseReadiness
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
@@ -65,9 +94,7 @@ class Container(containers.DeclarativeContainer):
     key_hasher = providers.Singleton(Sha256KeyHasher)
     uow = providers.Factory(SqlAlchemyUnitOfWork, database=database)
 
-    create_organization = providers.Factory(
-        CreateOrganization, uow=uow, clock=clock, ids=ids, hasher=key_hasher
-    )
+    create_organization = providers.Factory(CreateOrganization, uow=uow, clock=clock, ids=ids, hasher=key_hasher)
     find_organization = providers.Factory(FindOrganization, uow=uow)
     get_me = providers.Factory(GetMe, uow=uow)
 
@@ -103,9 +130,7 @@ class Container(containers.DeclarativeContainer):
         FernetSecretBox,
         keys=providers.Callable(secret_keys, settings.provided.secret_key, settings.provided.data_dir),
     )
-    operator_servers = providers.Singleton(
-        OperatorServerRegistry.from_file, settings.provided.mcp_servers_file
-    )
+    operator_servers = providers.Singleton(OperatorServerRegistry.from_file, settings.provided.mcp_servers_file)
     outbound = providers.Singleton(NetworkPolicy, allowed_networks=settings.provided.allowed_networks)
     mcp_gateway = providers.Singleton(
         SdkMcpGateway,
@@ -136,9 +161,7 @@ class Container(containers.DeclarativeContainer):
         servers=operator_servers,
         gateway=mcp_gateway,
     )
-    delete_mcp_integration = providers.Factory(
-        DeleteMcpIntegration, uow=uow, clock=clock, gateway=mcp_gateway
-    )
+    delete_mcp_integration = providers.Factory(DeleteMcpIntegration, uow=uow, clock=clock, gateway=mcp_gateway)
     test_mcp_integration = providers.Factory(
         TestMcpIntegration, uow=uow, clock=clock, secrets=secret_box, gateway=mcp_gateway
     )
@@ -162,11 +185,90 @@ class Container(containers.DeclarativeContainer):
     )
     rotate_credential_encryption = providers.Factory(RotateCredentialEncryption, uow=uow, secrets=secret_box)
     list_sources = providers.Factory(ListSources, uow=uow)
+
+    # -- runs ---------------------------------------------------------------------------------------
+    llm = providers.Singleton(
+        language_model,
+        openai_api_key=providers.Callable(
+            lambda key: key.get_secret_value() if key else None, settings.provided.openai_api_key
+        ),
+        openai_base_url=settings.provided.openai_base_url,
+        timeout_seconds=settings.provided.openai_timeout_seconds,
+        max_retries=settings.provided.openai_max_retries,
+    )
+    tracer = providers.Singleton(tracer_from, settings)
+    run_event_bus = providers.Singleton(InMemoryRunEventBus)
+    commands = providers.Singleton(OperatorCommandRunner.from_file, settings.provided.commands_file)
+    web_search = providers.Singleton(SearxngWebSearch, settings.provided.search_url)
+    code_sandbox = providers.Singleton(SubprocessPythonSandbox, settings.provided.code_execution_enabled)
+    web_outbound = providers.Singleton(NetworkPolicy, allowed_networks=settings.provided.web_networks)
+    web_pages = providers.Singleton(HttpWebPageReader, web_outbound)
+    tool_assembler = providers.Factory(
+        ToolAssembler,
+        uow=uow,
+        secrets=secret_box,
+        gateway=mcp_gateway,
+        commands=commands,
+        search=web_search,
+        sandbox=code_sandbox,
+    )
+    tool_handlers = providers.Dict(
+        {
+            ToolType.MCP_PROMPT: providers.Factory(McpPromptRetrieval, get_prompt=get_mcp_prompt),
+            ToolType.MCP_RESOURCE: providers.Factory(McpResourceRetrieval, retrieve=retrieve_mcp_resource),
+            ToolType.MCP_TOOL: providers.Factory(McpToolCall, execute=execute_mcp_tool),
+            ToolType.SOURCE_QUERY: providers.Factory(SourceQuery, uow=uow),
+            ToolType.WEBSITE_CONTENT: providers.Factory(WebsiteContent, reader=web_pages),
+            ToolType.INTERNET_SEARCH: providers.Factory(InternetSearch, search=web_search),
+            ToolType.COMMAND: providers.Factory(RunCommand, commands=commands),
+            ToolType.CODE_EXECUTION: providers.Factory(CodeExecution, sandbox=code_sandbox),
+        }
+    )
+    run_limits = providers.Factory(
+        RunLimits,
+        tool_result_max_chars=settings.provided.tool_result_max_chars,
+        parallel_tool_calls=settings.provided.parallel_tool_calls,
+    )
+    execute_run = providers.Factory(
+        ExecuteRun,
+        uow=uow,
+        clock=clock,
+        ids=ids,
+        llm=llm,
+        tracer=tracer,
+        bus=run_event_bus,
+        assembler=tool_assembler,
+        handlers=tool_handlers,
+        limits=run_limits,
+    )
+    run_executor = providers.Singleton(
+        InProcessRunExecutor,
+        execute=providers.Callable(run_executing, execute_run.provider),
+        concurrency=settings.provided.max_concurrent_runs,
+    )
+    create_run = providers.Factory(CreateRun, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor)
+    get_run = providers.Factory(GetRun, uow=uow)
+    list_runs = providers.Factory(ListRuns, uow=uow)
+    cancel_run = providers.Factory(CancelRun, uow=uow, clock=clock, bus=run_event_bus, executor=run_executor)
+    submit_tool_results = providers.Factory(
+        SubmitToolResults, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor
+    )
+    list_run_events = providers.Factory(ListRunEvents, uow=uow)
+    follow_run = providers.Factory(FollowRun, uow=uow, bus=run_event_bus)
+    recover_runs = providers.Factory(RecoverRuns, uow=uow, clock=clock, bus=run_event_bus, executor=run_executor)
     get_source = providers.Factory(GetSource, uow=uow)
 
 
 async def shutdown(container: Container) -> None:
-    """Release what the container opened (MCP sessions, database connections)."""
+    """Release what the container opened: runs in flight, MCP sessions, traces, database connections."""
+    await container.run_executor().shutdown()
+    container.run_executor.reset()
+    await container.llm().aclose()
+    container.llm.reset()
+    tracer = container.tracer()
+    if hasattr(tracer, "shutdown"):
+        await tracer.shutdown()
+    container.tracer.reset()
     await container.mcp_gateway().close()
     container.mcp_gateway.reset()
     await container.database().dispose()

@@ -1,7 +1,7 @@
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -14,22 +14,16 @@ class Settings(BaseSettings):
         default="sqlite+aiosqlite:///./threadline.db",
         description="SQLAlchemy async URL; sqlite+aiosqlite:///file.db or postgresql+asyncpg://user@host/db",
     )
-    database_pool_size: int = Field(
-        default=10, ge=1, le=200, description="Connections kept per process (PostgreSQL)"
-    )
+    database_pool_size: int = Field(default=10, ge=1, le=200, description="Connections kept per process (PostgreSQL)")
     host: str = Field(default="127.0.0.1", description="Address `threadline serve` listens on")
     port: int = Field(default=8000, ge=1, le=65535, description="Port `threadline serve` listens on")
     log_level: str = Field(default="INFO", description="Python log level name")
     log_format: Literal["json", "text"] = Field(default="json", description="Log line format")
-    default_model: str = Field(
-        default="threadline-offline", description="Model of agents created without one"
-    )
+    default_model: str = Field(default="threadline-offline", description="Model of agents created without one")
     api_key_touch_seconds: int = Field(
         default=60, ge=0, description="How often an API key's last_used_at is written at most"
     )
-    max_request_bytes: int = Field(
-        default=8 * 1024 * 1024, ge=1024, description="Largest request body accepted"
-    )
+    max_request_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description="Largest request body accepted")
     secret_key: str | None = Field(
         default=None,
         description="Keys that encrypt stored credentials, comma-separated; the first encrypts, all decrypt. "
@@ -46,14 +40,47 @@ class Settings(BaseSettings):
     )
     mcp_catalog_ttl_seconds: float = Field(default=300, ge=0, description="How long MCP catalogs are cached")
     mcp_max_sessions: int = Field(default=64, ge=1, description="MCP sessions kept open per process")
-    mcp_idle_seconds: float = Field(
-        default=300, gt=0, description="An unused MCP session is closed after this"
-    )
+    mcp_idle_seconds: float = Field(default=300, gt=0, description="An unused MCP session is closed after this")
     max_source_bytes: int = Field(default=10 * 1024 * 1024, ge=1, description="Largest imported source")
+    openai_api_key: SecretStr | None = Field(
+        default=None, description="OpenAI (or compatible) API key; unset: only the offline model answers"
+    )
+    openai_base_url: str | None = Field(default=None, description="Base URL of an OpenAI-compatible API")
+    openai_timeout_seconds: float = Field(default=60, gt=0, description="Timeout of one model request")
+    openai_max_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed model request")
+    langfuse_public_key: str | None = Field(default=None, description="Langfuse public key; unset: no tracing")
+    langfuse_secret_key: SecretStr | None = Field(default=None, description="Langfuse secret key")
+    langfuse_base_url: str = Field(default="https://cloud.langfuse.com", description="Langfuse server")
+    langfuse_environment: str | None = Field(default=None, description="Langfuse environment of the traces")
+    langfuse_release: str | None = Field(default=None, description="Langfuse release of the traces")
+    langfuse_timeout_seconds: int = Field(default=5, ge=1, description="Timeout of one trace export")
+    max_concurrent_runs: int = Field(default=256, ge=1, description="Runs executed at once by this process")
+    recover_runs: bool = Field(
+        default=True,
+        description="At start, resume queued runs and fail interrupted ones (one API process per database)",
+    )
+    tool_result_max_chars: int = Field(
+        default=20_000, ge=100, description="Longer tool results are shortened for the model"
+    )
+    parallel_tool_calls: int = Field(default=8, ge=1, le=64, description="Tool calls of one step run at once")
+    commands_file: Path | None = Field(
+        default=None, description="YAML or JSON file of the operator's commands agents may run"
+    )
+    web_allowed_networks: str = Field(
+        default="", description="Comma-separated CIDRs website_content may reach although private or loopback"
+    )
+    search_url: str | None = Field(default=None, description="SearxNG-compatible search API for internet_search")
+    code_execution_enabled: bool = Field(
+        default=False, description="Let agents run Python in a subprocess (not an isolation boundary)"
+    )
 
     @property
     def allowed_networks(self) -> list[str]:
-        return [n.strip() for n in self.mcp_allowed_networks.split(",") if n.strip()]
+        return _networks(self.mcp_allowed_networks)
+
+    @property
+    def web_networks(self) -> list[str]:
+        return _networks(self.web_allowed_networks)
 
     @property
     def is_sqlite(self) -> bool:
@@ -63,3 +90,7 @@ class Settings(BaseSettings):
         if not self.is_sqlite or ":memory:" in self.database_url:
             return None
         return Path(self.database_url.split(":///", 1)[1])
+
+
+def _networks(text: str) -> list[str]:
+    return [n.strip() for n in text.split(",") if n.strip()]

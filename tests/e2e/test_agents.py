@@ -24,9 +24,7 @@ async def test_create_get_update_delete_an_agent(client: httpx.AsyncClient, tena
     )
     assert agent["slug"] == "support-bot"
     assert agent["model_settings"] == {"temperature": 0.2, "max_tokens": 500}
-    assert (
-        agent["max_steps"] == 5 and agent["parallel_tool_calls"] is False and agent["publish_as_mcp"] is True
-    )
+    assert agent["max_steps"] == 5 and agent["parallel_tool_calls"] is False and agent["publish_as_mcp"] is True
 
     fetched = await client.get(f"/v1/agents/{agent['id']}", headers=tenant.admin)
     assert fetched.json() == agent
@@ -70,9 +68,7 @@ async def test_members_may_manage_agents(client: httpx.AsyncClient, tenant: Tena
     assert response.status_code == 201
 
 
-async def test_sub_agents_must_exist_and_are_unlinked_when_deleted(
-    client: httpx.AsyncClient, tenant: Tenant
-) -> None:
+async def test_sub_agents_must_exist_and_are_unlinked_when_deleted(client: httpx.AsyncClient, tenant: Tenant) -> None:
     helper = await create_agent(client, tenant, name="Helper")
     boss = await create_agent(client, tenant, name="Boss", sub_agent_ids=[helper["id"]])
     assert boss["sub_agent_ids"] == [helper["id"]]
@@ -85,9 +81,7 @@ async def test_sub_agents_must_exist_and_are_unlinked_when_deleted(
     assert missing.status_code == 422
     assert missing.json()["error"] == "InvalidReference"
 
-    itself = await client.patch(
-        f"/v1/agents/{boss['id']}", json={"sub_agent_ids": [boss["id"]]}, headers=tenant.admin
-    )
+    itself = await client.patch(f"/v1/agents/{boss['id']}", json={"sub_agent_ids": [boss["id"]]}, headers=tenant.admin)
     assert itself.status_code == 422
 
     await client.delete(f"/v1/agents/{helper['id']}", headers=tenant.admin)

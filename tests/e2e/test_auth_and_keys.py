@@ -27,9 +27,7 @@ async def test_requests_without_a_valid_key_are_refused(client: httpx.AsyncClien
 async def test_an_admin_creates_a_member_key_that_works_and_is_shown_once(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:
-    created = await client.post(
-        "/v1/api-keys", json={"name": "ci bot", "role": "member"}, headers=tenant.admin
-    )
+    created = await client.post("/v1/api-keys", json={"name": "ci bot", "role": "member"}, headers=tenant.admin)
     assert created.status_code == 201
     secret = created.json()["key"]
     assert secret.startswith("tl_")

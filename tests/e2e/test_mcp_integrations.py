@@ -81,9 +81,7 @@ async def test_wrong_credentials_fail_the_test_without_revealing_them(
     after = (await client.get(base(integration), headers=tenant.admin)).json()
     assert after["connection_status"] == "failed" and "credentials" in after["last_error"]
 
-    call = await client.post(
-        f"{base(integration)}/tools/echo/call", json={"arguments": {}}, headers=tenant.admin
-    )
+    call = await client.post(f"{base(integration)}/tools/echo/call", json={"arguments": {}}, headers=tenant.admin)
     assert call.status_code == 502 and call.json()["error"] == "McpAuthFailed"
     for text in (test.text, call.text, caplog.text):
         assert wrong not in text and TOKEN not in text
@@ -98,9 +96,7 @@ async def test_catalogs_follow_every_page_and_apply_the_tool_filter(
     assert tools[1]["input_schema"]["properties"]["a"] == {"type": "number"}
     resources = (await client.get(f"{base(integration)}/resources", headers=tenant.admin)).json()["data"]
     assert {r["uri"] for r in resources} == {"memo://notes", "memo://people.csv", "memo://logo.png"}
-    templates = (await client.get(f"{base(integration)}/resource-templates", headers=tenant.admin)).json()[
-        "data"
-    ]
+    templates = (await client.get(f"{base(integration)}/resource-templates", headers=tenant.admin)).json()["data"]
     assert templates == [
         {"uri_template": "memo://items/{id}", "name": "Item", "description": None, "mime_type": "text/plain"}
     ]
@@ -111,16 +107,12 @@ async def test_catalogs_follow_every_page_and_apply_the_tool_filter(
     only = await create_integration(
         client, tenant, mcp_server.url, slug="only", tool_filter={"mode": "include", "names": ["echo", "add"]}
     )
-    names = [
-        t["name"] for t in (await client.get(f"{base(only)}/tools", headers=tenant.admin)).json()["data"]
-    ]
+    names = [t["name"] for t in (await client.get(f"{base(only)}/tools", headers=tenant.admin)).json()["data"]]
     assert names == ["echo", "add"]
     excluded = await create_integration(
         client, tenant, mcp_server.url, slug="most", tool_filter={"mode": "exclude", "names": ["hang"]}
     )
-    names = [
-        t["name"] for t in (await client.get(f"{base(excluded)}/tools", headers=tenant.admin)).json()["data"]
-    ]
+    names = [t["name"] for t in (await client.get(f"{base(excluded)}/tools", headers=tenant.admin)).json()["data"]]
     assert "hang" not in names and "echo" in names
     refused = await client.post(f"{base(excluded)}/tools/hang/call", json={}, headers=tenant.admin)
     assert refused.status_code == 404 and refused.json()["error"] == "McpToolNotFound"
@@ -141,9 +133,7 @@ async def test_members_call_tools_directly(
     assert echo == {
         "is_error": False,
         "text": "Echo: hi",
-        "content": [
-            {"type": "text", "text": "Echo: hi", "data": None, "mime_type": None, "uri": None, "name": None}
-        ],
+        "content": [{"type": "text", "text": "Echo: hi", "data": None, "mime_type": None, "uri": None, "name": None}],
         "structured_content": None,
     }
     assert (await call("add", {"a": 2, "b": 3})).json()["text"] == "5"
@@ -164,15 +154,11 @@ async def test_resources_are_read_and_imported_as_sources(
 ) -> None:
     integration = await create_integration(client, tenant, mcp_server.url)
     read = (
-        await client.post(
-            f"{base(integration)}/resources/read", json={"uri": "memo://notes"}, headers=tenant.admin
-        )
+        await client.post(f"{base(integration)}/resources/read", json={"uri": "memo://notes"}, headers=tenant.admin)
     ).json()
     assert read["data"][0]["text"].startswith("Remember the milk.")
     blob = (
-        await client.post(
-            f"{base(integration)}/resources/read", json={"uri": "memo://logo.png"}, headers=tenant.admin
-        )
+        await client.post(f"{base(integration)}/resources/read", json={"uri": "memo://logo.png"}, headers=tenant.admin)
     ).json()
     assert base64.b64decode(blob["data"][0]["blob"]) == PNG
     templated = await client.post(
@@ -265,28 +251,20 @@ async def test_disabled_integrations_refuse_use_until_enabled(
         assert response.status_code == 409, path
         assert response.json()["error"] == "McpIntegrationDisabled"
     await client.post(f"{base(integration)}/enable", headers=tenant.admin)
-    assert (
-        await client.post(f"{base(integration)}/tools/echo/call", json={}, headers=tenant.admin)
-    ).status_code == 200
+    assert (await client.post(f"{base(integration)}/tools/echo/call", json={}, headers=tenant.admin)).status_code == 200
 
 
 async def test_updating_credentials_takes_effect_at_once(
     client: httpx.AsyncClient, tenant: Tenant, mcp_server: FakeMcpServer
 ) -> None:
     integration = await create_integration(client, tenant, mcp_server.url)
-    assert (
-        await client.post(f"{base(integration)}/tools/echo/call", json={}, headers=tenant.admin)
-    ).status_code == 200
-    patched = await client.patch(
-        base(integration), json={"credentials": "not-the-token-0000"}, headers=tenant.admin
-    )
+    assert (await client.post(f"{base(integration)}/tools/echo/call", json={}, headers=tenant.admin)).status_code == 200
+    patched = await client.patch(base(integration), json={"credentials": "not-the-token-0000"}, headers=tenant.admin)
     assert patched.json()["credentials"] == {"set": True, "last4": "0000"}
     refused = await client.post(f"{base(integration)}/tools/echo/call", json={}, headers=tenant.admin)
     assert refused.status_code == 502 and refused.json()["error"] == "McpAuthFailed"
     await client.patch(base(integration), json={"credentials": TOKEN}, headers=tenant.admin)
-    assert (
-        await client.post(f"{base(integration)}/tools/echo/call", json={}, headers=tenant.admin)
-    ).status_code == 200
+    assert (await client.post(f"{base(integration)}/tools/echo/call", json={}, headers=tenant.admin)).status_code == 200
 
 
 async def test_integration_input_is_checked(
@@ -329,9 +307,7 @@ async def test_integration_input_is_checked(
         headers=tenant.admin,
     )
     assert again.status_code == 409
-    assert (
-        await client.patch(base(first), json={"url": "http://10.0.0.1/"}, headers=tenant.admin)
-    ).status_code == 422
+    assert (await client.patch(base(first), json={"url": "http://10.0.0.1/"}, headers=tenant.admin)).status_code == 422
 
 
 async def test_members_may_read_but_not_manage(
@@ -359,9 +335,7 @@ async def test_agents_link_integrations_of_their_organization(
     mine, theirs = await make_tenant(), await make_tenant()
     own = await create_integration(client, mine, mcp_server.url)
     foreign = await create_integration(client, theirs, mcp_server.url)
-    agent = await client.post(
-        "/v1/agents", json={"name": "A", "mcp_integration_ids": [own["id"]]}, headers=mine.admin
-    )
+    agent = await client.post("/v1/agents", json={"name": "A", "mcp_integration_ids": [own["id"]]}, headers=mine.admin)
     assert agent.status_code == 201
     refused = await client.post(
         "/v1/agents", json={"name": "B", "mcp_integration_ids": [foreign["id"]]}, headers=mine.admin

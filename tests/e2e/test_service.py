@@ -16,9 +16,7 @@ async def test_openapi_documents_the_api(client: httpx.AsyncClient) -> None:
     assert (await client.get("/docs")).status_code == 200
 
 
-async def test_tool_catalog_lists_native_tools_with_schemas(
-    client: httpx.AsyncClient, tenant: Tenant
-) -> None:
+async def test_tool_catalog_lists_native_tools_with_schemas(client: httpx.AsyncClient, tenant: Tenant) -> None:
     tools = (await client.get("/v1/tools", headers=tenant.admin)).json()
     by_type = {t["type"]: t for t in tools}
     assert {"source_query", "website_content", "send_email", "command"} <= set(by_type)
@@ -27,9 +25,7 @@ async def test_tool_catalog_lists_native_tools_with_schemas(
     assert not {"mcp_tool", "client", "agent"} & set(by_type)
 
 
-async def test_unknown_routes_and_methods_use_the_error_shape(
-    client: httpx.AsyncClient, tenant: Tenant
-) -> None:
+async def test_unknown_routes_and_methods_use_the_error_shape(client: httpx.AsyncClient, tenant: Tenant) -> None:
     missing = await client.get("/v1/nothing", headers=tenant.admin)
     assert missing.status_code == 404 and missing.json()["error"] == "NotFound"
     wrong = await client.put("/v1/agents", headers=tenant.admin)

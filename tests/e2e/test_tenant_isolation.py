@@ -24,9 +24,7 @@ async def owned(
     owner, intruder = await make_tenant("Owner"), await make_tenant("Intruder")
     agent = (await client.post("/v1/agents", json={"name": "Secret agent"}, headers=owner.admin)).json()
     thread = (await client.post("/v1/threads", json={"agent_id": agent["id"]}, headers=owner.admin)).json()
-    await client.post(
-        f"/v1/threads/{thread['id']}/messages", json={"content": "private"}, headers=owner.admin
-    )
+    await client.post(f"/v1/threads/{thread['id']}/messages", json={"content": "private"}, headers=owner.admin)
     key = (await client.post("/v1/api-keys", json={"name": "owner key"}, headers=owner.admin)).json()
     body = {"name": "Memo", "url": mcp_server.url}
     integration = (await client.post("/v1/mcp-integrations", json=body, headers=owner.admin)).json()
@@ -115,9 +113,7 @@ async def test_lists_show_only_the_callers_objects(
         assert (await client.get(url, headers=intruder.admin)).json()["data"] == [], url
     intruder_keys = (await client.get("/v1/api-keys", headers=intruder.admin)).json()["data"]
     assert ids["key"] not in {k["id"] for k in intruder_keys}
-    assert (await client.get("/v1/me", headers=intruder.admin)).json()["organization"][
-        "slug"
-    ] == intruder.slug
+    assert (await client.get("/v1/me", headers=intruder.admin)).json()["organization"]["slug"] == intruder.slug
     assert (await client.get("/v1/agents", headers=owner.admin)).json()["data"][0]["id"] == ids["agent"]
 
 

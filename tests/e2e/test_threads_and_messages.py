@@ -12,9 +12,7 @@ async def create_thread(client: httpx.AsyncClient, tenant: Tenant, **fields: obj
     return response.json()
 
 
-async def test_a_thread_keeps_messages_in_the_order_appended(
-    client: httpx.AsyncClient, tenant: Tenant
-) -> None:
+async def test_a_thread_keeps_messages_in_the_order_appended(client: httpx.AsyncClient, tenant: Tenant) -> None:
     thread = await create_thread(client, tenant, title="Planning", metadata={"customer": "42"})
     assert thread["message_count"] == 0 and thread["metadata"] == {"customer": "42"}
 
@@ -33,9 +31,7 @@ async def test_a_thread_keeps_messages_in_the_order_appended(
     assert fetched["message_count"] == 5
 
 
-async def test_concurrent_appends_all_land_with_distinct_positions(
-    client: httpx.AsyncClient, tenant: Tenant
-) -> None:
+async def test_concurrent_appends_all_land_with_distinct_positions(client: httpx.AsyncClient, tenant: Tenant) -> None:
     thread = await create_thread(client, tenant)
     url = f"/v1/threads/{thread['id']}/messages"
     responses = await asyncio.gather(
@@ -68,9 +64,7 @@ async def test_messages_take_text_and_image_parts(client: httpx.AsyncClient, ten
     assert response.json()["content"] == content
 
 
-async def test_bad_messages_are_refused_and_nothing_is_stored(
-    client: httpx.AsyncClient, tenant: Tenant
-) -> None:
+async def test_bad_messages_are_refused_and_nothing_is_stored(client: httpx.AsyncClient, tenant: Tenant) -> None:
     thread = await create_thread(client, tenant)
     url = f"/v1/threads/{thread['id']}/messages"
     for body in (
@@ -92,9 +86,7 @@ async def test_bad_messages_are_refused_and_nothing_is_stored(
     assert (await client.get(url, headers=tenant.admin)).json()["data"] == []
 
 
-async def test_threads_bind_to_agents_of_the_same_organization(
-    client: httpx.AsyncClient, make_tenant
-) -> None:  # type: ignore[no-untyped-def]
+async def test_threads_bind_to_agents_of_the_same_organization(client: httpx.AsyncClient, make_tenant) -> None:  # type: ignore[no-untyped-def]
     mine, theirs = await make_tenant(), await make_tenant()
     agent = (await client.post("/v1/agents", json={"name": "A"}, headers=theirs.admin)).json()
     response = await client.post("/v1/threads", json={"agent_id": agent["id"]}, headers=mine.admin)

@@ -87,18 +87,14 @@ class FakeMcpServer:
             text = types.TextContent
             match params.name:
                 case "echo":
-                    return types.CallToolResult(
-                        content=[text(type="text", text=f"Echo: {args.get('message')}")]
-                    )
+                    return types.CallToolResult(content=[text(type="text", text=f"Echo: {args.get('message')}")])
                 case "add":
                     total = args.get("a", 0) + args.get("b", 0)
                     return types.CallToolResult(content=[text(type="text", text=str(total))])
                 case "fail":
                     return types.CallToolResult(content=[text(type="text", text="it broke")], is_error=True)
                 case "picture":
-                    image = types.ImageContent(
-                        type="image", data=base64.b64encode(PNG).decode(), mime_type="image/png"
-                    )
+                    image = types.ImageContent(type="image", data=base64.b64encode(PNG).decode(), mime_type="image/png")
                     return types.CallToolResult(content=[text(type="text", text="a dot"), image])
                 case "stats":
                     return types.CallToolResult(content=[], structured_content={"count": 3, "ok": True})
@@ -113,38 +109,25 @@ class FakeMcpServer:
                     return types.CallToolResult(content=[text(type="text", text="grown")])
                 case "extra":
                     return types.CallToolResult(content=[text(type="text", text="extra!")])
-            return types.CallToolResult(
-                content=[text(type="text", text=f"Unknown tool {params.name}")], is_error=True
-            )
+            return types.CallToolResult(content=[text(type="text", text=f"Unknown tool {params.name}")], is_error=True)
 
-        async def list_resources(
-            ctx: Any, params: types.PaginatedRequestParams | None
-        ) -> types.ListResourcesResult:
-            items = [
-                types.Resource(uri=uri, name=name, mime_type=mime)
-                for uri, (name, mime, _) in RESOURCES.items()
-            ]
+        async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+            items = [types.Resource(uri=uri, name=name, mime_type=mime) for uri, (name, mime, _) in RESOURCES.items()]
             page, cursor = _page(items, params.cursor if params else None, self.page_size)
             return types.ListResourcesResult(resources=page, next_cursor=cursor)
 
         async def list_templates(
             ctx: Any, params: types.PaginatedRequestParams | None
         ) -> types.ListResourceTemplatesResult:
-            template = types.ResourceTemplate(
-                uri_template="memo://items/{id}", name="Item", mime_type="text/plain"
-            )
+            template = types.ResourceTemplate(uri_template="memo://items/{id}", name="Item", mime_type="text/plain")
             return types.ListResourceTemplatesResult(resource_templates=[template])
 
-        async def read_resource(
-            ctx: Any, params: types.ReadResourceRequestParams
-        ) -> types.ReadResourceResult:
+        async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
             uri = str(params.uri)
             if uri.startswith("memo://items/"):
                 item = uri.rsplit("/", 1)[-1]
                 return types.ReadResourceResult(
-                    contents=[
-                        types.TextResourceContents(uri=uri, mime_type="text/plain", text=f"Item {item}")
-                    ]
+                    contents=[types.TextResourceContents(uri=uri, mime_type="text/plain", text=f"Item {item}")]
                 )
             if uri not in RESOURCES:
                 from mcp.shared.exceptions import MCPError
@@ -152,17 +135,11 @@ class FakeMcpServer:
                 raise MCPError(-32002, f"Resource not found: {uri}")
             _, mime, body = RESOURCES[uri]
             if isinstance(body, bytes):
-                blob = types.BlobResourceContents(
-                    uri=uri, mime_type=mime, blob=base64.b64encode(body).decode()
-                )
+                blob = types.BlobResourceContents(uri=uri, mime_type=mime, blob=base64.b64encode(body).decode())
                 return types.ReadResourceResult(contents=[blob])
-            return types.ReadResourceResult(
-                contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=body)]
-            )
+            return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=body)])
 
-        async def list_prompts(
-            ctx: Any, params: types.PaginatedRequestParams | None
-        ) -> types.ListPromptsResult:
+        async def list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
             items = [types.Prompt(name=n, description=d, arguments=a) for n, (d, a) in PROMPTS.items()]
             page, cursor = _page(items, params.cursor if params else None, self.page_size)
             return types.ListPromptsResult(prompts=page, next_cursor=cursor)
@@ -172,9 +149,7 @@ class FakeMcpServer:
             text = types.TextContent
             if params.name == "greet":
                 messages = [
-                    types.PromptMessage(
-                        role="user", content=text(type="text", text=f"Say hello to {args['name']}.")
-                    ),
+                    types.PromptMessage(role="user", content=text(type="text", text=f"Say hello to {args['name']}.")),
                 ]
             elif params.name == "plan-trip":
                 days = args.get("days", "3")

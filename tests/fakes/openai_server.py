@@ -183,9 +183,7 @@ class FakeOpenAI:
         """Queue replies for the next requests, in order."""
         self._script.extend(replies)
 
-    def reply_text(
-        self, text: str, *, prompt_tokens: int | None = None, completion_tokens: int | None = None
-    ) -> None:
+    def reply_text(self, text: str, *, prompt_tokens: int | None = None, completion_tokens: int | None = None) -> None:
         self.script(TextReply(text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens))
 
     def reply_tool_calls(self, *calls: FakeToolCall, text: str = "") -> None:
@@ -326,9 +324,7 @@ class _Answer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model,
-            "choices": [
-                {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish_reason(reply)}
-            ],
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _finish_reason(reply)}],
             "usage": self._usage(reply),
         }
 

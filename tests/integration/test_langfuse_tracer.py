@@ -45,9 +45,7 @@ async def make_tracer() -> AsyncIterator[MakeTracer]:
         await tracer.shutdown()
 
 
-def start(
-    tracer: LangfuseTracer | NoopTracer, run_id: str = "run-1", thread_id: str = "thread-1"
-) -> RunTrace:
+def start(tracer: LangfuseTracer | NoopTracer, run_id: str = "run-1", thread_id: str = "thread-1") -> RunTrace:
     return tracer.start_run(
         name="run",
         run_id=run_id,
@@ -108,9 +106,7 @@ async def test_a_run_is_one_trace_with_its_model_and_tool_calls_under_the_root(
         assert observed.json_attribute("langfuse.trace.metadata.channel") == "api"
 
 
-async def test_a_generation_carries_model_parameters_and_usage(
-    receiver: OtlpReceiver, make_tracer: MakeTracer
-) -> None:
+async def test_a_generation_carries_model_parameters_and_usage(receiver: OtlpReceiver, make_tracer: MakeTracer) -> None:
     tracer = make_tracer(receiver.base_url)
 
     run = start(tracer)
@@ -169,9 +165,7 @@ async def test_a_failed_tool_call_is_an_error_span_with_its_metadata(
     assert failed.attributes["langfuse.observation.output"] == "Prompt retrieval failed"
 
 
-async def test_a_failed_model_call_and_a_failed_run_are_errors(
-    receiver: OtlpReceiver, make_tracer: MakeTracer
-) -> None:
+async def test_a_failed_model_call_and_a_failed_run_are_errors(receiver: OtlpReceiver, make_tracer: MakeTracer) -> None:
     tracer = make_tracer(receiver.base_url)
 
     run = start(tracer)
@@ -279,9 +273,7 @@ async def test_a_collector_that_is_not_listening_fails_nothing(make_tracer: Make
     assert run.trace_id is not None
 
 
-async def test_a_stalled_collector_does_not_hold_up_runs(
-    receiver: OtlpReceiver, make_tracer: MakeTracer
-) -> None:
+async def test_a_stalled_collector_does_not_hold_up_runs(receiver: OtlpReceiver, make_tracer: MakeTracer) -> None:
     tracer = make_tracer(receiver.base_url)
     receiver.hold()
     first = start(tracer, run_id="run-first")

@@ -30,9 +30,7 @@ from tests.mcp_servers import everything
 
 @pytest.fixture
 async def gateway() -> AsyncIterator[SdkMcpGateway]:
-    servers = (
-        OperatorServerRegistry({"everything": everything.stdio_parameters()}) if _has_everything() else None
-    )
+    servers = OperatorServerRegistry({"everything": everything.stdio_parameters()}) if _has_everything() else None
     gateway = SdkMcpGateway(
         servers=servers or OperatorServerRegistry({}), outbound=NetworkPolicy(["127.0.0.0/8"]), max_sessions=4
     )
@@ -84,9 +82,7 @@ def stdio_children() -> list[int]:
 async def test_one_session_serves_many_concurrent_calls(gateway: SdkMcpGateway) -> None:
     async with FakeMcpServer() as server:
         target = http_target(server.url)
-        results = await asyncio.gather(
-            *(gateway.call_tool(target, "add", {"a": i, "b": 1}) for i in range(20))
-        )
+        results = await asyncio.gather(*(gateway.call_tool(target, "add", {"a": i, "b": 1}) for i in range(20)))
         assert [r.parts[0].text for r in results] == [str(i + 1) for i in range(20)]
         await gateway.call_tool(target, "echo", {"message": "again"})
         assert server.methods["server/discover"] == 1  # connected once
@@ -158,9 +154,7 @@ async def test_a_server_that_never_answers_times_out_and_the_pool_stays_healthy(
         target = http_target(server.url, timeout_seconds=1)
         with anyio.fail_after(5), pytest.raises(McpTimeout):
             await gateway.call_tool(target, "hang", {})
-        assert (await gateway.call_tool(target, "echo", {"message": "still here"})).parts[
-            0
-        ].text == "Echo: still here"
+        assert (await gateway.call_tool(target, "echo", {"message": "still here"})).parts[0].text == "Echo: still here"
 
 
 async def test_wrong_credentials_are_an_auth_error(gateway: SdkMcpGateway) -> None:

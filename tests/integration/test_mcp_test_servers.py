@@ -97,9 +97,7 @@ async def test_http_server_is_killed_and_restarted_on_its_port(everything_http: 
         assert echoed.content == [types.TextContent(type="text", text="Echo: again")]
 
 
-async def test_conformance_suite_runs_against_a_server(
-    everything_http: EverythingHttpServer, tmp_path: Path
-) -> None:
+async def test_conformance_suite_runs_against_a_server(everything_http: EverythingHttpServer, tmp_path: Path) -> None:
     conformance.require_conformance()
     run = await conformance.arun_server(everything_http.url, output_dir=tmp_path)
     active = set(conformance.SERVER_SCENARIOS) - set(conformance.PENDING_SCENARIOS)

@@ -39,9 +39,7 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 
 @pytest.fixture
 async def model(fake: FakeOpenAI) -> AsyncIterator[OpenAiLanguageModel]:
-    adapter = OpenAiLanguageModel(
-        api_key=API_KEY, base_url=fake.base_url, timeout_seconds=5, max_retries=RETRIES
-    )
+    adapter = OpenAiLanguageModel(api_key=API_KEY, base_url=fake.base_url, timeout_seconds=5, max_retries=RETRIES)
     yield adapter
     await adapter.aclose()
 
@@ -74,16 +72,12 @@ async def test_a_text_answer_comes_back_with_usage_finish_reason_and_model(
     assert response.model == "gpt-test"
 
 
-async def test_a_tool_call_comes_back_with_parsed_arguments(
-    fake: FakeOpenAI, model: OpenAiLanguageModel
-) -> None:
+async def test_a_tool_call_comes_back_with_parsed_arguments(fake: FakeOpenAI, model: OpenAiLanguageModel) -> None:
     fake.reply_tool_calls(FakeToolCall("everything__echo", {"message": "hi"}, id="call_abc"))
 
     response = await model.complete(ask("Echo hi", tools=[ECHO]))
 
-    assert response.tool_calls == (
-        ModelToolCall(id="call_abc", name="everything__echo", arguments={"message": "hi"}),
-    )
+    assert response.tool_calls == (ModelToolCall(id="call_abc", name="everything__echo", arguments={"message": "hi"}),)
     assert response.finish_reason == "tool_calls"
 
 

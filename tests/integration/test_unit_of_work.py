@@ -38,3 +38,22 @@ async def test_committed_work_is_visible_with_timezones(container: Container) ->
         stored = await uow.organizations.get(org.id)
     assert stored == org
     assert stored is not None and stored.created_at.tzinfo is not None
+
+
+async def test_one_unit_of_work_serves_concurrent_tasks(container: Container) -> None:
+    """Parallel tool calls share their use cases: each task must get a transaction of its own."""
+    import asyncio
+
+    uow = container.uow()
+    orgs = [await _org(container, f"concurrent-{i}") for i in range(5)]
+
+    async def add(org: Organization) -> None:
+        async with uow as tx:
+            await tx.organizations.add(org)
+            await asyncio.sleep(0)  # let the other tasks interleave inside their transactions
+            await tx.commit()
+
+    await asyncio.gather(*(add(o) for o in orgs))
+    async with container.uow() as tx:
+        stored = [await tx.organizations.get(o.id) for o in orgs]
+    assert stored == orgs

@@ -231,9 +231,7 @@ def read_results(output_dir: Path) -> dict[str, ScenarioResult]:
     return results
 
 
-def _commands(
-    url: str, scenarios: Sequence[str] | None, suite: str | None, output_dir: Path
-) -> list[list[str]]:
+def _commands(url: str, scenarios: Sequence[str] | None, suite: str | None, output_dir: Path) -> list[list[str]]:
     if scenarios is not None:
         return [server_command(url, scenario=name, output_dir=output_dir) for name in scenarios]
     return [server_command(url, suite=suite or "active", output_dir=output_dir)]

@@ -184,8 +184,7 @@ class EverythingHttpServer:
         if not settled.wait(self.startup_timeout):
             self.kill()
             raise ServerStartError(
-                f"server-everything did not listen on port {self.port} within {self.startup_timeout}s:\n"
-                f"{self.output()}"
+                f"server-everything did not listen on port {self.port} within {self.startup_timeout}s:\n{self.output()}"
             )
         if not state["ready"]:
             code = process.wait()

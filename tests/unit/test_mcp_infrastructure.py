@@ -62,9 +62,7 @@ def test_operator_servers_come_from_a_file(tmp_path: Path) -> None:
     registry = OperatorServerRegistry.from_file(path)
     assert registry.names() == ["files"]
     parameters = registry.parameters("files")
-    assert (
-        parameters is not None and parameters.args == ["server.js", "stdio"] and parameters.env == {"A": "1"}
-    )
+    assert parameters is not None and parameters.args == ["server.js", "stdio"] and parameters.env == {"A": "1"}
 
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"servers": {"x": {"args": []}}}))

@@ -33,9 +33,7 @@ async def complete(model_request: ModelRequest) -> ModelResponse:
 
 
 async def test_call_lines_in_the_newest_user_message_become_tool_calls() -> None:
-    response = await complete(
-        request([user('Please run these:\ncall everything__echo {"message": "hi"}\ncall clock')])
-    )
+    response = await complete(request([user('Please run these:\ncall everything__echo {"message": "hi"}\ncall clock')]))
 
     assert response.tool_calls == (
         ModelToolCall(id="call_1", name="everything__echo", arguments={"message": "hi"}),
@@ -74,9 +72,7 @@ async def test_an_unknown_tool_gets_an_answer_listing_the_available_tools() -> N
     response = await complete(request([user("call clock\ncall weather {}")]))
 
     assert response.tool_calls == ()
-    assert response.text == (
-        "I cannot call weather: there is no such tool. Available tools: everything__echo, clock."
-    )
+    assert response.text == ("I cannot call weather: there is no such tool. Available tools: everything__echo, clock.")
     assert response.finish_reason == "stop"
 
 
@@ -90,9 +86,7 @@ async def test_without_tools_the_answer_says_so() -> None:
 async def test_tool_results_are_summarised_one_line_each_and_long_ones_shortened() -> None:
     conversation = [
         user("call everything__echo {}\ncall clock"),
-        assistant(
-            ToolUseContent(id="call_1", name="everything__echo"), ToolUseContent(id="call_2", name="clock")
-        ),
+        assistant(ToolUseContent(id="call_1", name="everything__echo"), ToolUseContent(id="call_2", name="clock")),
         tool_results(
             ToolResultContent(tool_use_id="call_1", tool_name="everything__echo", result="x" * 600),
             ToolResultContent(tool_use_id="call_2", tool_name="clock", result="no clock here", is_error=True),
@@ -114,8 +108,7 @@ async def test_otherwise_it_quotes_the_user_counts_messages_and_quotes_the_instr
     response = await complete(request(conversation, instructions="\nYou are a pirate.\nSay arr."))
 
     assert response.text == (
-        'You said: "What can you do?". This thread has 3 messages.'
-        ' My instructions begin: "You are a pirate.".'
+        'You said: "What can you do?". This thread has 3 messages. My instructions begin: "You are a pirate.".'
     )
     assert response.finish_reason == "stop"
 

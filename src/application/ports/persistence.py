@@ -8,10 +8,11 @@ from typing import Protocol, Self
 
 from domain.agents import Agent
 from domain.api_keys import ApiKey
-from domain.ids import AgentId, ApiKeyId, IntegrationId, OrgId, SourceId, ThreadId
+from domain.ids import AgentId, ApiKeyId, IntegrationId, OrgId, RunId, SourceId, ThreadId
 from domain.integrations import McpIntegration
 from domain.messages import Message
 from domain.organizations import Organization
+from domain.runs import Run, RunEvent, RunStatus
 from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin
 from domain.threads import Thread
 
@@ -67,9 +68,7 @@ class MessageRepository(Protocol):
 class McpIntegrationRepository(Protocol):
     async def add(self, integration: McpIntegration) -> None: ...
     async def get(self, org_id: OrgId, integration_id: IntegrationId) -> McpIntegration | None: ...
-    async def list(
-        self, org_id: OrgId, *, limit: int, after: IntegrationId | None
-    ) -> Sequence[McpIntegration]: ...
+    async def list(self, org_id: OrgId, *, limit: int, after: IntegrationId | None) -> Sequence[McpIntegration]: ...
     async def get_many(self, org_id: OrgId, ids: Sequence[IntegrationId]) -> Sequence[McpIntegration]: ...
     async def save(self, integration: McpIntegration) -> None: ...
     async def delete(self, org_id: OrgId, integration_id: IntegrationId) -> None: ...
@@ -77,9 +76,7 @@ class McpIntegrationRepository(Protocol):
         """Every stored ciphertext, across organizations: for re-encryption after a key rotation."""
         ...
 
-    async def replace_ciphertext(
-        self, org_id: OrgId, integration_id: IntegrationId, ciphertext: str
-    ) -> None: ...
+    async def replace_ciphertext(self, org_id: OrgId, integration_id: IntegrationId, ciphertext: str) -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +107,45 @@ class SourceRepository(Protocol):
         limit: int,
         after: SourceId | None,
     ) -> Sequence[SourceSummary]: ...
+    async def readable(
+        self, org_id: OrgId, *, thread_id: ThreadId, agent_id: AgentId | None, limit: int
+    ) -> Sequence[Source]:
+        """Text and table sources of the thread and of the agent, newest first, with their content."""
+        ...
+
+
+class RunRepository(Protocol):
+    async def add(self, run: Run) -> None:
+        """Raises IdempotencyConflict when the organization already has a run with its idempotency key."""
+        ...
+
+    async def get(self, org_id: OrgId, run_id: RunId, *, for_update: bool = False) -> Run | None: ...
+    async def find_by_idempotency_key(self, org_id: OrgId, key: str) -> Run | None: ...
+    async def list(
+        self,
+        org_id: OrgId,
+        *,
+        limit: int,
+        after: RunId | None,
+        thread_id: ThreadId | None = None,
+        agent_id: AgentId | None = None,
+        status: RunStatus | None = None,
+    ) -> Sequence[Run]: ...
+    async def active_in_thread(self, org_id: OrgId, thread_id: ThreadId) -> Run | None:
+        """The thread's run that is queued, in progress or waiting for tool results, if any."""
+        ...
+
+    async def unfinished(self, limit: int) -> Sequence[Run]:
+        """Runs, of any organization, that are queued or in progress (for recovery at startup)."""
+        ...
+
+    async def save(self, run: Run) -> None: ...
+
+
+class RunEventRepository(Protocol):
+    async def add(self, event: RunEvent, org_id: OrgId) -> None: ...
+    async def list(self, org_id: OrgId, run_id: RunId, *, after_seq: int = 0) -> Sequence[RunEvent]: ...
+    async def last_seq(self, run_id: RunId) -> int: ...
 
 
 class UnitOfWork(Protocol):
@@ -126,6 +162,8 @@ class UnitOfWork(Protocol):
     messages: MessageRepository
     integrations: McpIntegrationRepository
     sources: SourceRepository
+    runs: RunRepository
+    run_events: RunEventRepository
 
     def read_only(self) -> "UnitOfWork":
         """A unit of work for reading only: it never waits for writers, and cannot commit."""

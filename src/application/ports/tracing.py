@@ -51,15 +51,11 @@ class RunTrace(Protocol):
         """A child of the run's root, e.g. a tool call (`mcp_prompt_retrieval`, `mcp_tool_call`, ...)."""
         ...
 
-    def generation(
-        self, name: str, *, model: str, model_parameters: Mapping[str, Any], input: Any
-    ) -> TraceGeneration:
+    def generation(self, name: str, *, model: str, model_parameters: Mapping[str, Any], input: Any) -> TraceGeneration:
         """A child of the run's root for one model call."""
         ...
 
-    def end(
-        self, *, output: Any = None, level: Level = Level.DEFAULT, status_message: str | None = None
-    ) -> None:
+    def end(self, *, output: Any = None, level: Level = Level.DEFAULT, status_message: str | None = None) -> None:
         """Close the run's root."""
         ...
 

@@ -95,9 +95,7 @@ class ListAgents:
     async def execute(self, caller: Caller, page: PageRequest) -> Page[Agent]:
         after = decode_id_cursor(page.cursor)
         async with self._uow.read_only() as uow:
-            rows = await uow.agents.list(
-                caller.org_id, limit=page.limit + 1, after=AgentId(after) if after else None
-            )
+            rows = await uow.agents.list(caller.org_id, limit=page.limit + 1, after=AgentId(after) if after else None)
         return page_of(rows, page.limit, key=lambda a: str(a.id))
 
 

@@ -36,15 +36,11 @@ def seal(secrets: SecretBox, plaintext: str) -> SealedSecret:
     return SealedSecret(ciphertext=secrets.seal(plaintext), last4=last4)
 
 
-async def _check_reachability(
-    integration: McpIntegration, outbound: OutboundPolicy, servers: OperatorServers
-) -> None:
+async def _check_reachability(integration: McpIntegration, outbound: OutboundPolicy, servers: OperatorServers) -> None:
     if integration.transport is Transport.STDIO:
         if integration.server not in servers.names():
             available = ", ".join(servers.names()) or "none are defined"
-            raise InvalidReference(
-                f"no operator-defined MCP server named {integration.server!r} ({available})"
-            )
+            raise InvalidReference(f"no operator-defined MCP server named {integration.server!r} ({available})")
     elif integration.url is not None:
         await outbound.check_url(integration.url)
 
@@ -232,8 +228,6 @@ class RotateCredentialEncryption:
         async with self._uow as uow:
             sealed = await uow.integrations.all_sealed_credentials()
             for org_id, integration_id, ciphertext in sealed:
-                await uow.integrations.replace_ciphertext(
-                    org_id, integration_id, self._secrets.rotate(ciphertext)
-                )
+                await uow.integrations.replace_ciphertext(org_id, integration_id, self._secrets.rotate(ciphertext))
             await uow.commit()
         return len(sealed)

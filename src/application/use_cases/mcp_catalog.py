@@ -20,9 +20,7 @@ class _CatalogQuery:
     def __init__(self, uow: UnitOfWork, secrets: SecretBox, gateway: McpGateway) -> None:
         self._uow, self._secrets, self._gateway = uow, secrets, gateway
 
-    async def _target(
-        self, caller: Caller, integration_id: IntegrationId
-    ) -> tuple[McpIntegration, McpTarget]:
+    async def _target(self, caller: Caller, integration_id: IntegrationId) -> tuple[McpIntegration, McpTarget]:
         async with self._uow.read_only() as uow:
             integration = await load_enabled_integration(uow, caller.org_id, integration_id)
         return integration, target_of(integration, self._secrets)
@@ -44,9 +42,7 @@ class ListMcpResources(_CatalogQuery):
 
 
 class ListMcpResourceTemplates(_CatalogQuery):
-    async def execute(
-        self, caller: Caller, integration_id: IntegrationId
-    ) -> Sequence[McpResourceTemplateInfo]:
+    async def execute(self, caller: Caller, integration_id: IntegrationId) -> Sequence[McpResourceTemplateInfo]:
         _, target = await self._target(caller, integration_id)
         return await self._gateway.list_resource_templates(target)
 

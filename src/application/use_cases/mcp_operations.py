@@ -53,9 +53,7 @@ def text_for_model(result: McpToolResult) -> str:
         elif part.type == "resource" and part.text is not None:
             pieces.append(f"[resource {part.uri}]\n{part.text}")
         elif part.type == "resource_link":
-            pieces.append(
-                f"[resource link: {part.name or part.uri} ({part.uri}, {part.mime_type or 'unknown type'})]"
-            )
+            pieces.append(f"[resource link: {part.name or part.uri} ({part.uri}, {part.mime_type or 'unknown type'})]")
         else:
             pieces.append(f"[{part.type}: {part.mime_type or 'unknown type'}]")
     if result.structured is not None and not any(p.type == "text" for p in result.parts):
@@ -72,9 +70,7 @@ class ExecuteMcpTool:
             integration = await load_enabled_integration(uow, command.org_id, command.integration_id)
         target = target_of(integration, self._secrets)
         tools = await self._gateway.list_tools(target)
-        if not any(t.name == command.tool_name for t in tools) or not integration.tool_filter.allows(
-            command.tool_name
-        ):
+        if not any(t.name == command.tool_name for t in tools) or not integration.tool_filter.allows(command.tool_name):
             raise McpToolNotFound(f"integration {integration.slug!r} has no tool {command.tool_name!r}")
         result = await self._gateway.call_tool(target, command.tool_name, command.arguments)
         return McpToolOutcome(
@@ -149,9 +145,7 @@ class ImportedResource:
 
 
 def _is_csv(content: McpResourceContent) -> bool:
-    return (content.mime_type or "").split(";")[0].strip() in CSV_MIME_TYPES or content.uri.lower().endswith(
-        ".csv"
-    )
+    return (content.mime_type or "").split(";")[0].strip() in CSV_MIME_TYPES or content.uri.lower().endswith(".csv")
 
 
 def _name_of(uri: str, catalog_name: str | None) -> str:
@@ -234,6 +228,4 @@ class RetrieveMcpResource:
 
     def _check_size(self, size: int) -> None:
         if size > self._max_bytes:
-            raise InvalidValue(
-                f"the resource is {size} bytes; sources are limited to {self._max_bytes} bytes"
-            )
+            raise InvalidValue(f"the resource is {size} bytes; sources are limited to {self._max_bytes} bytes")

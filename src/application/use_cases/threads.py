@@ -35,10 +35,7 @@ class CreateThread:
             updated_at=now,
         )
         async with self._uow as uow:
-            if (
-                command.agent_id is not None
-                and await uow.agents.get(command.caller.org_id, command.agent_id) is None
-            ):
+            if command.agent_id is not None and await uow.agents.get(command.caller.org_id, command.agent_id) is None:
                 raise InvalidReference(f"agent {command.agent_id} not found")
             await uow.threads.add(thread)
             await uow.commit()
@@ -61,9 +58,7 @@ class ListThreads:
     def __init__(self, uow: UnitOfWork) -> None:
         self._uow = uow
 
-    async def execute(
-        self, caller: Caller, page: PageRequest, agent_id: AgentId | None = None
-    ) -> Page[Thread]:
+    async def execute(self, caller: Caller, page: PageRequest, agent_id: AgentId | None = None) -> Page[Thread]:
         after = decode_id_cursor(page.cursor)
         async with self._uow.read_only() as uow:
             rows = await uow.threads.list(

@@ -1,3 +1,4 @@
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -6,9 +7,20 @@ from fastapi import FastAPI
 from infrastructure.container import Container, shutdown
 from infrastructure.http.body_limit import BodyLimitMiddleware
 from infrastructure.http.errors import install_error_handlers
-from infrastructure.http.routers import agents, api_keys, health, integrations, me, sources, threads, tools
+from infrastructure.http.routers import (
+    agents,
+    api_keys,
+    health,
+    integrations,
+    me,
+    runs,
+    sources,
+    threads,
+    tools,
+)
 
-ROUTERS = (health, me, api_keys, agents, threads, tools, integrations, sources)
+logger = logging.getLogger(__name__)
+ROUTERS = (health, me, api_keys, agents, threads, tools, integrations, sources, runs)
 
 
 def create_app(container: Container | None = None) -> FastAPI:
@@ -18,6 +30,10 @@ def create_app(container: Container | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if container.settings().recover_runs:
+            interrupted, resubmitted = await container.recover_runs().execute()
+            if interrupted or resubmitted:
+                logger.info("recovered runs", extra={"interrupted": interrupted, "resubmitted": resubmitted})
         try:
             yield
         finally:

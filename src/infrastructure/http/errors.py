@@ -57,9 +57,7 @@ _HTTP_NAMES = {
 }
 
 
-def error_response(
-    status: int, error: str, detail: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
+def error_response(status: int, error: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": error, "detail": detail}, status_code=status, headers=headers)
 
 

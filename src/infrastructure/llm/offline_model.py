@@ -69,24 +69,18 @@ def _call_lines(text: str) -> list[tuple[str, str]]:
     return [(m["name"], m["arguments"] or "") for m in matches if m is not None]
 
 
-def _tool_calls_or_refusal(
-    request: ModelRequest, lines: Sequence[tuple[str, str]]
-) -> tuple[str, list[ModelToolCall]]:
+def _tool_calls_or_refusal(request: ModelRequest, lines: Sequence[tuple[str, str]]) -> tuple[str, list[ModelToolCall]]:
     available = [tool.name for tool in request.tools]
     unknown = [name for name, _ in lines if name not in available]
     if unknown:
         offered = ", ".join(available) if available else "none (this agent has no tools)"
         names = ", ".join(dict.fromkeys(unknown))
         return f"I cannot call {names}: there is no such tool. Available tools: {offered}.", []
-    first = 1 + sum(
-        isinstance(part, ToolUseContent) for message in request.messages for part in message.content
-    )
+    first = 1 + sum(isinstance(part, ToolUseContent) for message in request.messages for part in message.content)
     calls = []
     for number, (name, raw) in enumerate(lines, start=first):
         arguments, error = parse_tool_arguments(name, raw)
-        calls.append(
-            ModelToolCall(id=f"call_{number}", name=name, arguments=arguments, arguments_error=error)
-        )
+        calls.append(ModelToolCall(id=f"call_{number}", name=name, arguments=arguments, arguments_error=error))
     return "", calls
 
 

@@ -49,9 +49,7 @@ class OpenAiLanguageModel:
             raise ValueError("an OpenAI API key is required")
         self._api_key = api_key
         self._timeout_seconds = timeout_seconds
-        self._client = AsyncOpenAI(
-            api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=max_retries
-        )
+        self._client = AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=max_retries)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -59,11 +59,7 @@ class CatalogCache:
 
     def invalidate(self, integration_id: IntegrationId, changed: str | None = None) -> None:
         """Drop what changed ("tools", "prompts", "resources"), or everything of the integration."""
-        kinds = (
-            RELATED_KINDS.get(changed, ())
-            if changed
-            else ("tools", "prompts", "resources", "resource_templates")
-        )
+        kinds = RELATED_KINDS.get(changed, ()) if changed else ("tools", "prompts", "resources", "resource_templates")
         for kind in kinds:
             key = (integration_id, kind)
             self._entries.pop(key, None)

@@ -66,15 +66,11 @@ def content_part(block: Any) -> McpContentPart:
     if isinstance(block, types.AudioContent):
         return McpContentPart(type="audio", data=block.data, mime_type=block.mime_type)
     if isinstance(block, types.ResourceLink):
-        return McpContentPart(
-            type="resource_link", uri=str(block.uri), name=block.name, mime_type=block.mime_type
-        )
+        return McpContentPart(type="resource_link", uri=str(block.uri), name=block.name, mime_type=block.mime_type)
     if isinstance(block, types.EmbeddedResource):
         inner = block.resource
         if isinstance(inner, types.TextResourceContents):
-            return McpContentPart(
-                type="resource", uri=str(inner.uri), text=inner.text, mime_type=inner.mime_type
-            )
+            return McpContentPart(type="resource", uri=str(inner.uri), text=inner.text, mime_type=inner.mime_type)
         return McpContentPart(type="resource", uri=str(inner.uri), data=inner.blob, mime_type=inner.mime_type)
     return McpContentPart(type=str(getattr(block, "type", "unknown")))
 

@@ -32,11 +32,7 @@ def _short(text: str) -> str:
 
 def is_session_gone(error: BaseException) -> bool:
     """The server no longer knows our session (it restarted): the request was not processed."""
-    return (
-        isinstance(error, MCPError)
-        and error.code == INVALID_REQUEST
-        and "Session terminated" in error.message
-    )
+    return isinstance(error, MCPError) and error.code == INVALID_REQUEST and "Session terminated" in error.message
 
 
 def is_generic_http_error(error: BaseException | None) -> bool:
@@ -91,9 +87,7 @@ def translate(error: BaseException, *, doing: str, auth_refused: bool = False) -
     if isinstance(leaf, (httpx2.ConnectError, ConnectionError)):
         return McpConnectionFailed(f"cannot connect to the MCP server while {doing}")
     if isinstance(leaf, (httpx2.TransportError, OSError)):
-        return McpConnectionFailed(
-            f"the connection to the MCP server failed while {doing}: {type(leaf).__name__}"
-        )
+        return McpConnectionFailed(f"the connection to the MCP server failed while {doing}: {type(leaf).__name__}")
     if isinstance(leaf, httpx2.HTTPStatusError):
         return McpConnectionFailed(f"the MCP server answered HTTP {leaf.response.status_code} while {doing}")
     return McpProtocolError(f"the MCP server could not be used while {doing}: {type(leaf).__name__}")

@@ -36,9 +36,7 @@ MAX_PAGES = 100
 MAX_HINTED_TTL = 3_600.0
 
 
-async def _all_pages(
-    fetch: Callable[[str | None], Awaitable[Any]], items: str
-) -> tuple[list[Any], float | None]:
+async def _all_pages(fetch: Callable[[str | None], Awaitable[Any]], items: str) -> tuple[list[Any], float | None]:
     """Every item of a paginated list, and the smallest TTL hint (seconds) among the pages."""
     collected: list[Any] = []
     cursor: str | None = None
@@ -71,9 +69,7 @@ class SdkMcpGateway:
         self._outbound = outbound
         self._ttl = catalog_ttl_seconds
         self._cache = CatalogCache()
-        self._pool = McpSessionPool(
-            max_sessions=max_sessions, idle_seconds=idle_seconds, on_change=self._changed
-        )
+        self._pool = McpSessionPool(max_sessions=max_sessions, idle_seconds=idle_seconds, on_change=self._changed)
         self._subscribers: dict[IntegrationId, list[asyncio.Queue[str]]] = {}
 
     # -- notifications -------------------------------------------------------------------------
@@ -126,9 +122,7 @@ class SdkMcpGateway:
             # A tool call is only repeated when the server cannot have run it (it refused our session).
             if not (idempotent or refused or is_session_gone(cause)):
                 raise
-            logger.info(
-                "MCP session lost; reconnecting", extra={"integration_id": str(target.integration_id)}
-            )
+            logger.info("MCP session lost; reconnecting", extra={"integration_id": str(target.integration_id)})
             connection = await self._pool.session(target, stdio)
             return await connection.request(operation, doing=doing)
 
@@ -142,9 +136,7 @@ class SdkMcpGateway:
         if cached is not None:
             return list(cached)
         generation = self._cache.generation(target.integration_id, kind)
-        items, hinted = await self._run(
-            target, fetch, doing=f"listing {kind.replace('_', ' ')}", idempotent=True
-        )
+        items, hinted = await self._run(target, fetch, doing=f"listing {kind.replace('_', ' ')}", idempotent=True)
         ttl = self._ttl if hinted is None else min(hinted, MAX_HINTED_TTL)
         self._cache.put(target.integration_id, kind, target.version, tuple(items), ttl, generation)
         return items
@@ -171,9 +163,7 @@ class SdkMcpGateway:
         async def fetch(client: Client) -> tuple[list[Any], float | None]:
             if client.server_capabilities.resources is None:
                 return [], None
-            found, ttl = await _all_pages(
-                lambda c: client.list_resource_templates(cursor=c), "resource_templates"
-            )
+            found, ttl = await _all_pages(lambda c: client.list_resource_templates(cursor=c), "resource_templates")
             return [convert.template_info(t) for t in found], ttl
 
         return await self._catalog(target, "resource_templates", fetch)
@@ -189,9 +179,7 @@ class SdkMcpGateway:
 
     async def call_tool(self, target: McpTarget, name: str, arguments: Mapping[str, Any]) -> McpToolResult:
         async def call(client: Client) -> McpToolResult:
-            result = await client.call_tool(
-                name, dict(arguments), read_timeout_seconds=target.timeout_seconds
-            )
+            result = await client.call_tool(name, dict(arguments), read_timeout_seconds=target.timeout_seconds)
             return convert.tool_result(result)
 
         return await self._run(target, call, doing=f"calling tool {name!r}", idempotent=False)

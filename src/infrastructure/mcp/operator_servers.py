@@ -38,9 +38,7 @@ class OperatorServerRegistry:
             raise OperatorServersError(f"cannot read the MCP servers file {path}: {error}") from None
         servers = (raw or {}).get("servers") if isinstance(raw, dict) else None
         if not isinstance(servers, dict):
-            raise OperatorServersError(
-                f"{path}: expected a mapping `servers: {{name: {{command, args, ...}}}}`"
-            )
+            raise OperatorServersError(f"{path}: expected a mapping `servers: {{name: {{command, args, ...}}}}`")
         parsed: dict[str, StdioServerParameters] = {}
         for name, spec in servers.items():
             if not isinstance(spec, dict) or not isinstance(spec.get("command"), str):

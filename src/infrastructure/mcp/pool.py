@@ -95,9 +95,7 @@ class McpSessionPool:
             await asyncio.sleep(interval)
             now = time.monotonic()
             for integration_id, connection in list(self._sessions.items()):
-                if connection.in_flight == 0 and (
-                    connection.broken or now - connection.last_used > self._idle_seconds
-                ):
+                if connection.in_flight == 0 and (connection.broken or now - connection.last_used > self._idle_seconds):
                     logger.debug("closing idle MCP session", extra={"integration_id": str(integration_id)})
                     await self.drop(integration_id)
 

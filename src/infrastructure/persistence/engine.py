@@ -22,9 +22,7 @@ class Database:
     def __init__(self, database_url: str, *, pool_size: int = 10) -> None:
         self.url = database_url
         self.is_sqlite = make_url(database_url).get_backend_name() == "sqlite"
-        self.engine = (
-            _sqlite_engine(database_url) if self.is_sqlite else _server_engine(database_url, pool_size)
-        )
+        self.engine = _sqlite_engine(database_url) if self.is_sqlite else _server_engine(database_url, pool_size)
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
 
     @contextlib.asynccontextmanager

@@ -35,6 +35,4 @@ def head_revisions() -> set[str]:
 
 async def current_revisions(engine: AsyncEngine) -> set[str]:
     async with engine.connect() as connection:
-        return await connection.run_sync(
-            lambda sync: set(MigrationContext.configure(sync).get_current_heads())
-        )
+        return await connection.run_sync(lambda sync: set(MigrationContext.configure(sync).get_current_heads()))

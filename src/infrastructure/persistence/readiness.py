@@ -21,7 +21,5 @@ class DatabaseReadiness:
         heads = head_revisions()
         if current != heads:
             found = ", ".join(sorted(current)) or "no revision"
-            return (
-                f"database schema at {found}, expected {', '.join(sorted(heads))}: run `threadline migrate`"
-            )
+            return f"database schema at {found}, expected {', '.join(sorted(heads))}: run `threadline migrate`"
         return None

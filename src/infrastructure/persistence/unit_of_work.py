@@ -1,3 +1,4 @@
+import asyncio
 import contextlib
 from types import TracebackType
 from typing import Self
@@ -10,34 +11,16 @@ from infrastructure.persistence.repositories.api_keys import SqlApiKeyRepository
 from infrastructure.persistence.repositories.integrations import SqlMcpIntegrationRepository
 from infrastructure.persistence.repositories.messages import SqlMessageRepository
 from infrastructure.persistence.repositories.organizations import SqlOrganizationRepository
+from infrastructure.persistence.repositories.runs import SqlRunEventRepository, SqlRunRepository
 from infrastructure.persistence.repositories.sources import SqlSourceRepository
 from infrastructure.persistence.repositories.threads import SqlThreadRepository
 
 
-class SqlAlchemyUnitOfWork:
-    """One connection and one transaction per `async with`; rolled back unless committed."""
+class Transaction:
+    """One open transaction and the repositories that work in it."""
 
-    def __init__(self, database: Database, *, read_only: bool = False) -> None:
-        self._database = database
-        self._read_only = read_only
-        self._connection: AsyncConnection | None = None
-        self._stack: contextlib.AsyncExitStack | None = None
-
-    def read_only(self) -> "SqlAlchemyUnitOfWork":
-        return SqlAlchemyUnitOfWork(self._database, read_only=True)
-
-    async def __aenter__(self) -> Self:
-        if self._connection is not None:
-            raise RuntimeError("this unit of work is already open")
-        async with contextlib.AsyncExitStack() as stack:
-            if not self._read_only:
-                await stack.enter_async_context(self._database.writing())
-            connection = await stack.enter_async_context(self._database.engine.connect())
-            if self._read_only:
-                await connection.execution_options(**{READ_ONLY: True})
-            await connection.begin()
-            self._stack = stack.pop_all()
-        self._connection = connection
+    def __init__(self, connection: AsyncConnection, stack: contextlib.AsyncExitStack, read_only: bool) -> None:
+        self._connection, self._stack, self._read_only = connection, stack, read_only
         self.organizations = SqlOrganizationRepository(connection)
         self.api_keys = SqlApiKeyRepository(connection)
         self.agents = SqlAgentRepository(connection)
@@ -45,24 +28,57 @@ class SqlAlchemyUnitOfWork:
         self.messages = SqlMessageRepository(connection)
         self.integrations = SqlMcpIntegrationRepository(connection)
         self.sources = SqlSourceRepository(connection)
-        return self
+        self.runs = SqlRunRepository(connection)
+        self.run_events = SqlRunEventRepository(connection)
+
+    async def commit(self) -> None:
+        if self._read_only:
+            raise RuntimeError("a read-only unit of work cannot commit")
+        await self._connection.commit()
+
+    async def close(self) -> None:
+        try:
+            if self._connection.in_transaction():
+                await self._connection.rollback()
+        finally:
+            await self._stack.aclose()  # closes the connection, then lets the next writer in
+
+
+class SqlAlchemyUnitOfWork:
+    """`async with uow as tx:` opens one connection and one transaction, rolled back unless committed.
+
+    The same instance may be entered again later, and by several tasks at once (parallel tool calls
+    share their use cases): each `async with` gets a transaction of its own.
+    """
+
+    def __init__(self, database: Database, *, read_only: bool = False) -> None:
+        self._database = database
+        self._read_only = read_only
+        self._open: dict[asyncio.Task[object] | None, list[Transaction]] = {}
+
+    def read_only(self) -> "SqlAlchemyUnitOfWork":
+        return SqlAlchemyUnitOfWork(self._database, read_only=True)
+
+    async def __aenter__(self) -> Self:
+        async with contextlib.AsyncExitStack() as stack:
+            if not self._read_only:
+                await stack.enter_async_context(self._database.writing())
+            connection = await stack.enter_async_context(self._database.engine.connect())
+            if self._read_only:
+                await connection.execution_options(**{READ_ONLY: True})
+            await connection.begin()
+            transaction = Transaction(connection, stack.pop_all(), self._read_only)
+        self._open.setdefault(asyncio.current_task(), []).append(transaction)
+        return transaction  # type: ignore[return-value]  # it offers everything the port promises
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        connection, stack = self._connection, self._stack
-        self._connection = self._stack = None
-        if connection is None or stack is None:
+        task = asyncio.current_task()
+        opened = self._open.get(task)
+        if not opened:
             return
-        try:
-            if connection.in_transaction():
-                await connection.rollback()
-        finally:
-            await stack.aclose()  # closes the connection, then lets the next writer in
-
-    async def commit(self) -> None:
-        if self._connection is None:
-            raise RuntimeError("commit outside of a unit of work")
-        if self._read_only:
-            raise RuntimeError("a read-only unit of work cannot commit")
-        await self._connection.commit()
+        transaction = opened.pop()
+        if not opened:
+            del self._open[task]
+        await transaction.close()

@@ -34,14 +34,10 @@ class FernetSecretBox:
         try:
             return self._fernet.decrypt(ciphertext.encode()).decode()
         except InvalidToken:
-            raise SecretUnreadable(
-                "a stored credential cannot be decrypted with the configured secret keys"
-            ) from None
+            raise SecretUnreadable("a stored credential cannot be decrypted with the configured secret keys") from None
 
     def rotate(self, ciphertext: str) -> str:
         try:
             return self._fernet.rotate(ciphertext.encode()).decode()
         except InvalidToken:
-            raise SecretUnreadable(
-                "a stored credential cannot be decrypted with the configured secret keys"
-            ) from None
+            raise SecretUnreadable("a stored credential cannot be decrypted with the configured secret keys") from None

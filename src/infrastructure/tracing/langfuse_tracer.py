@@ -63,9 +63,7 @@ class _TraceAttributes:
         # A fresh context: a span that happens to be current in the caller's task is never a parent.
         token = otel_context.attach(otel_context.Context())
         try:
-            with propagate_attributes(
-                session_id=self.session_id, trace_name=self.trace_name, metadata=self.metadata
-            ):
+            with propagate_attributes(session_id=self.session_id, trace_name=self.trace_name, metadata=self.metadata):
                 yield
         finally:
             otel_context.detach(token)
@@ -146,17 +144,13 @@ class _LangfuseRunTrace:
     def span(self, name: str, *, input: Any = None, metadata: Mapping[str, Any] | None = None) -> TraceSpan:
         try:
             with self._attributes.scope():
-                span = self._root.start_observation(
-                    name=name, as_type="span", input=input, metadata=_as_dict(metadata)
-                )
+                span = self._root.start_observation(name=name, as_type="span", input=input, metadata=_as_dict(metadata))
             return _LangfuseSpan(span)
         except Exception:
             logger.warning("tracing: could not open span %s", name, exc_info=True)
             return NoopSpan()
 
-    def generation(
-        self, name: str, *, model: str, model_parameters: Mapping[str, Any], input: Any
-    ) -> TraceGeneration:
+    def generation(self, name: str, *, model: str, model_parameters: Mapping[str, Any], input: Any) -> TraceGeneration:
         try:
             with self._attributes.scope():
                 generation = self._root.start_observation(
@@ -171,9 +165,7 @@ class _LangfuseRunTrace:
             logger.warning("tracing: could not open generation %s", name, exc_info=True)
             return NoopGeneration()
 
-    def end(
-        self, *, output: Any = None, level: Level = Level.DEFAULT, status_message: str | None = None
-    ) -> None:
+    def end(self, *, output: Any = None, level: Level = Level.DEFAULT, status_message: str | None = None) -> None:
         if self._ended:
             return
         self._ended = True

@@ -40,14 +40,10 @@ class NoopRunTrace:
     def span(self, name: str, *, input: Any = None, metadata: Mapping[str, Any] | None = None) -> TraceSpan:
         return NoopSpan()
 
-    def generation(
-        self, name: str, *, model: str, model_parameters: Mapping[str, Any], input: Any
-    ) -> TraceGeneration:
+    def generation(self, name: str, *, model: str, model_parameters: Mapping[str, Any], input: Any) -> TraceGeneration:
         return NoopGeneration()
 
-    def end(
-        self, *, output: Any = None, level: Level = Level.DEFAULT, status_message: str | None = None
-    ) -> None:
+    def end(self, *, output: Any = None, level: Level = Level.DEFAULT, status_message: str | None = None) -> None:
         return None
 
 

@@ -136,9 +136,7 @@ async def delete_integration(
     return Response(status_code=204)
 
 
-@router.post(
-    "/{integration_id}/test", response_model=ConnectionTestOut, summary="Connect and describe the server"
-)
+@router.post("/{integration_id}/test", response_model=ConnectionTestOut, summary="Connect and describe the server")
 @inject
 async def test_integration(
     integration_id: UUID,
@@ -148,18 +146,14 @@ async def test_integration(
     return ConnectionTestOut.of(await use_case.execute(caller, IntegrationId(integration_id)))
 
 
-@router.get(
-    "/{integration_id}/tools", response_model=CatalogOut[ToolOut], summary="Tools, after the tool filter"
-)
+@router.get("/{integration_id}/tools", response_model=CatalogOut[ToolOut], summary="Tools, after the tool filter")
 @inject
 async def list_tools(
     integration_id: UUID,
     caller: CallerDep,
     use_case: Annotated[ListMcpTools, Depends(Provide[Container.list_mcp_tools])],
 ) -> CatalogOut[ToolOut]:
-    return CatalogOut(
-        data=[ToolOut.of(t) for t in await use_case.execute(caller, IntegrationId(integration_id))]
-    )
+    return CatalogOut(data=[ToolOut.of(t) for t in await use_case.execute(caller, IntegrationId(integration_id))])
 
 
 @router.get("/{integration_id}/resources", response_model=CatalogOut[ResourceOut])
@@ -191,9 +185,7 @@ async def list_prompts(
     caller: CallerDep,
     use_case: Annotated[ListMcpPrompts, Depends(Provide[Container.list_mcp_prompts])],
 ) -> CatalogOut[PromptOut]:
-    return CatalogOut(
-        data=[PromptOut.of(p) for p in await use_case.execute(caller, IntegrationId(integration_id))]
-    )
+    return CatalogOut(data=[PromptOut.of(p) for p in await use_case.execute(caller, IntegrationId(integration_id))])
 
 
 @router.post("/{integration_id}/tools/{tool_name}/call", response_model=ToolCallOut, summary="Call a tool")
@@ -235,15 +227,11 @@ async def read_resource(
             thread_id=ThreadId(body.thread_id),
         )
         return ImportedResourceOut.of(await retrieve.execute(command))
-    query = ReadMcpResourceQuery(
-        org_id=caller.org_id, integration_id=IntegrationId(integration_id), uri=body.uri
-    )
+    query = ReadMcpResourceQuery(org_id=caller.org_id, integration_id=IntegrationId(integration_id), uri=body.uri)
     return CatalogOut(data=[ResourceContentOut.of(c) for c in await read.execute(query)])
 
 
-@router.post(
-    "/{integration_id}/prompts/{prompt_name}/get", response_model=PromptResultOut, summary="Get a prompt"
-)
+@router.post("/{integration_id}/prompts/{prompt_name}/get", response_model=PromptResultOut, summary="Get a prompt")
 @inject
 async def get_prompt(
     integration_id: UUID,

@@ -39,9 +39,7 @@ async def list_agent_sources(
     return PageOut(data=[SourceSummaryOut.of(s) for s in result.items], next_cursor=result.next_cursor)
 
 
-@router.get(
-    "/sources/{source_id}", response_model=SourceOut, summary="A source with its text or table content"
-)
+@router.get("/sources/{source_id}", response_model=SourceOut, summary="A source with its text or table content")
 @inject
 async def get_source(
     source_id: UUID,

@@ -55,9 +55,7 @@ async def get_thread(
     return ThreadOut.of(await use_case.execute(caller, ThreadId(thread_id)))
 
 
-@router.delete(
-    "/{thread_id}", status_code=204, response_class=Response, summary="Delete a thread and its messages"
-)
+@router.delete("/{thread_id}", status_code=204, response_class=Response, summary="Delete a thread and its messages")
 @inject
 async def delete_thread(
     thread_id: UUID,
@@ -68,9 +66,7 @@ async def delete_thread(
     return Response(status_code=204)
 
 
-@router.post(
-    "/{thread_id}/messages", status_code=201, response_model=MessageOut, summary="Append a user message"
-)
+@router.post("/{thread_id}/messages", status_code=201, response_model=MessageOut, summary="Append a user message")
 @inject
 async def append_message(
     thread_id: UUID,
@@ -82,9 +78,7 @@ async def append_message(
     return MessageOut.of(await use_case.execute(command))
 
 
-@router.get(
-    "/{thread_id}/messages", response_model=PageOut[MessageOut], summary="Messages in the order appended"
-)
+@router.get("/{thread_id}/messages", response_model=PageOut[MessageOut], summary="Messages in the order appended")
 @inject
 async def list_messages(
     thread_id: UUID,

@@ -24,9 +24,7 @@ from domain.tools import ToolRef, ToolType
 from infrastructure.http.schemas.common import RequestModel
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=AGENT_NAME_MAX, strict=True)]
-Slug = Annotated[
-    str, StringConstraints(min_length=1, max_length=SLUG_MAX, pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
-]
+Slug = Annotated[str, StringConstraints(min_length=1, max_length=SLUG_MAX, pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
 Description = Annotated[str, StringConstraints(max_length=AGENT_DESCRIPTION_MAX, strict=True)]
 Instructions = Annotated[str, StringConstraints(max_length=AGENT_INSTRUCTIONS_MAX, strict=True)]
 Model = Annotated[str, StringConstraints(min_length=1, max_length=AGENT_MODEL_MAX, strict=True)]
@@ -48,9 +46,7 @@ class ModelSettingsIn(RequestModel):
 
 class ToolRefIn(RequestModel):
     type: ToolType
-    config: dict[str, Annotated[str, StringConstraints(max_length=200)]] = Field(
-        default_factory=dict, max_length=16
-    )
+    config: dict[str, Annotated[str, StringConstraints(max_length=200)]] = Field(default_factory=dict, max_length=16)
 
     def to_domain(self) -> ToolRef:
         return ToolRef(type=self.type, config=self.config)
@@ -82,9 +78,7 @@ class _AgentFields(RequestModel):
 
 class AgentCreate(_AgentFields):
     name: Name
-    slug: Slug | None = Field(
-        default=None, description="Unique in the organization; derived from the name if absent"
-    )
+    slug: Slug | None = Field(default=None, description="Unique in the organization; derived from the name if absent")
     description: Description = ""
     instructions: Instructions = ""
     model: Model | None = Field(default=None, description="Model name; the server's default model if absent")
@@ -120,15 +114,11 @@ class AgentUpdate(_AgentFields):
     def _no_nulls(self) -> "AgentUpdate":
         nulls = sorted(name for name in self.model_fields_set if getattr(self, name) is None)
         if nulls:
-            raise ValueError(
-                f"these fields cannot be null: {', '.join(nulls)} (leave a field out to keep it)"
-            )
+            raise ValueError(f"these fields cannot be null: {', '.join(nulls)} (leave a field out to keep it)")
         return self
 
     def to_command(self, caller: Caller, agent_id: UUID) -> UpdateAgentCommand:
-        return UpdateAgentCommand(
-            caller=caller, agent_id=AgentId(agent_id), changes=AgentChanges(**self._common())
-        )
+        return UpdateAgentCommand(caller=caller, agent_id=AgentId(agent_id), changes=AgentChanges(**self._common()))
 
 
 class AgentOut(BaseModel):

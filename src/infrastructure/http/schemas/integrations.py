@@ -69,9 +69,7 @@ class IntegrationCreate(RequestModel):
     url: Url | None = Field(default=None, description="Server URL (streamable_http, sse)")
     server: ServerName | None = Field(default=None, description="Operator-defined server name (stdio)")
     auth_type: AuthType = AuthType.NONE
-    auth_header_name: HeaderName | None = Field(
-        default=None, description="Header carrying the credential (header)"
-    )
+    auth_header_name: HeaderName | None = Field(default=None, description="Header carrying the credential (header)")
     credentials: Credentials | None = Field(default=None, description="Stored encrypted; never returned")
     tool_filter: ToolFilterIn = Field(default_factory=ToolFilterIn)
     timeout_seconds: Timeout = 30
@@ -114,9 +112,7 @@ class IntegrationUpdate(RequestModel):
     def _consistent(self) -> "IntegrationUpdate":
         nulls = sorted(n for n in self.model_fields_set if getattr(self, n) is None)
         if nulls:
-            raise ValueError(
-                f"these fields cannot be null: {', '.join(nulls)} (leave a field out to keep it)"
-            )
+            raise ValueError(f"these fields cannot be null: {', '.join(nulls)} (leave a field out to keep it)")
         if self.clear_credentials and self.credentials is not None:
             raise ValueError("send either credentials or clear_credentials, not both")
         return self
@@ -187,9 +183,7 @@ class IntegrationOut(BaseModel):
             credentials=CredentialsOut(
                 set=credentials is not None, last4=(credentials.last4 or None) if credentials else None
             ),
-            tool_filter=ToolFilterOut(
-                mode=integration.tool_filter.mode, names=list(integration.tool_filter.names)
-            ),
+            tool_filter=ToolFilterOut(mode=integration.tool_filter.mode, names=list(integration.tool_filter.names)),
             timeout_seconds=integration.timeout_seconds,
             enabled=integration.enabled,
             connection_status=integration.connection_status,
@@ -236,9 +230,7 @@ class ConnectionTestOut(BaseModel):
             connection_status=test.integration.connection_status,
             checked_at=test.integration.last_checked_at,
             server=ServerInfoOut.of(test.server) if test.server else None,
-            error=ErrorOut(error=type(error).__name__, detail=error.detail, status=status_of(error))
-            if error
-            else None,
+            error=ErrorOut(error=type(error).__name__, detail=error.detail, status=status_of(error)) if error else None,
         )
 
 
@@ -342,9 +334,7 @@ class ToolCallOut(BaseModel):
 
 class ResourceReadIn(RequestModel):
     uri: Annotated[str, StringConstraints(min_length=1, max_length=URL_MAX, strict=True)]
-    import_: StrictBool = Field(
-        default=False, alias="import", description="Import it as a source of the thread"
-    )
+    import_: StrictBool = Field(default=False, alias="import", description="Import it as a source of the thread")
     thread_id: UUID | None = None
 
     @model_validator(mode="after")

@@ -51,9 +51,7 @@ class SourceOut(SourceSummaryOut):
     @classmethod
     def full(cls, source: Source) -> "SourceOut":
         data = (
-            {"headers": list(source.data.headers), "rows": [list(r) for r in source.data.rows]}
-            if source.data
-            else None
+            {"headers": list(source.data.headers), "rows": [list(r) for r in source.data.rows]} if source.data else None
         )
         return cls(
             **SourceSummaryOut.of(source).model_dump(),

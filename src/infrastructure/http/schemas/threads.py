@@ -25,9 +25,7 @@ MetadataValue = Annotated[str, StringConstraints(max_length=METADATA_VALUE_MAX, 
 
 
 class ThreadCreate(RequestModel):
-    agent_id: UUID | None = Field(
-        default=None, description="The agent that answers in this thread by default"
-    )
+    agent_id: UUID | None = Field(default=None, description="The agent that answers in this thread by default")
     title: Annotated[str, StringConstraints(max_length=THREAD_TITLE_MAX, strict=True)] = ""
     metadata: dict[MetadataKey, MetadataValue] = Field(default_factory=dict, max_length=METADATA_KEYS_MAX)
 

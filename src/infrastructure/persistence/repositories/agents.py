@@ -80,9 +80,7 @@ class SqlAgentRepository:
 
     async def referencing_sub_agent(self, org_id: OrgId, agent_id: AgentId) -> Sequence[Agent]:
         # Sub-agent links are a short JSON list per agent; an organization has few agents.
-        rows = await self._conn.execute(
-            select(agents).where(agents.c.org_id == org_id, agents.c.id != agent_id)
-        )
+        rows = await self._conn.execute(select(agents).where(agents.c.org_id == org_id, agents.c.id != agent_id))
         return [a for a in map(_to_entity, rows) if agent_id in a.sub_agent_ids]
 
     async def using_integration(self, org_id: OrgId, integration_id: IntegrationId) -> Sequence[Agent]:
@@ -90,11 +88,7 @@ class SqlAgentRepository:
         return [a for a in map(_to_entity, rows) if integration_id in a.mcp_integration_ids]
 
     async def save(self, agent: Agent) -> None:
-        query = (
-            update(agents)
-            .where(agents.c.org_id == agent.org_id, agents.c.id == agent.id)
-            .values(**_values(agent))
-        )
+        query = update(agents).where(agents.c.org_id == agent.org_id, agents.c.id == agent.id).values(**_values(agent))
         await self._write(query, agent.slug)
 
     async def delete(self, org_id: OrgId, agent_id: AgentId) -> None:

@@ -88,9 +88,7 @@ class SqlMcpIntegrationRepository:
         row = (await self._conn.execute(query)).first()
         return _to_entity(row) if row else None
 
-    async def list(
-        self, org_id: OrgId, *, limit: int, after: IntegrationId | None
-    ) -> Sequence[McpIntegration]:
+    async def list(self, org_id: OrgId, *, limit: int, after: IntegrationId | None) -> Sequence[McpIntegration]:
         query = select(table).where(table.c.org_id == org_id).order_by(table.c.id).limit(limit)
         if after is not None:
             query = query.where(table.c.id > after)
@@ -118,8 +116,7 @@ class SqlMcpIntegrationRepository:
             table.c.credentials_ciphertext.is_not(None)
         )
         return [
-            (OrgId(r.org_id), IntegrationId(r.id), r.credentials_ciphertext)
-            for r in await self._conn.execute(query)
+            (OrgId(r.org_id), IntegrationId(r.id), r.credentials_ciphertext) for r in await self._conn.execute(query)
         ]
 
     async def replace_ciphertext(self, org_id: OrgId, integration_id: IntegrationId, ciphertext: str) -> None:
@@ -135,6 +132,4 @@ class SqlMcpIntegrationRepository:
         except IntegrityError as error:
             if violated_unique(error, table) != "uq_mcp_integrations_org_id_slug":
                 raise
-            raise SlugTaken(
-                f"an integration with slug {slug!r} already exists in this organization"
-            ) from None
+            raise SlugTaken(f"an integration with slug {slug!r} already exists in this organization") from None

@@ -13,9 +13,7 @@ from infrastructure.persistence.tables import organizations
 
 
 def _to_entity(row: Any) -> Organization:
-    return Organization(
-        id=OrgId(row.id), name=row.name, slug=row.slug, created_at=utc_required(row.created_at)
-    )
+    return Organization(id=OrgId(row.id), name=row.name, slug=row.slug, created_at=utc_required(row.created_at))
 
 
 class SqlOrganizationRepository:
@@ -25,9 +23,7 @@ class SqlOrganizationRepository:
     async def add(self, org: Organization) -> None:
         try:
             await self._conn.execute(
-                insert(organizations).values(
-                    id=org.id, name=org.name, slug=org.slug, created_at=org.created_at
-                )
+                insert(organizations).values(id=org.id, name=org.name, slug=org.slug, created_at=org.created_at)
             )
         except IntegrityError as error:
             if violated_unique(error, organizations) != "uq_organizations_slug":

@@ -1,7 +1,7 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from application.ports.persistence import SourceSummary
@@ -66,9 +66,7 @@ class SqlSourceRepository:
 
     async def add(self, source: Source) -> None:
         data = (
-            {"headers": list(source.data.headers), "rows": [list(r) for r in source.data.rows]}
-            if source.data
-            else None
+            {"headers": list(source.data.headers), "rows": [list(r) for r in source.data.rows]} if source.data else None
         )
         await self._conn.execute(
             insert(table).values(
@@ -92,9 +90,7 @@ class SqlSourceRepository:
         )
 
     async def get(self, org_id: OrgId, source_id: SourceId) -> Source | None:
-        row = (
-            await self._conn.execute(select(table).where(table.c.org_id == org_id, table.c.id == source_id))
-        ).first()
+        row = (await self._conn.execute(select(table).where(table.c.org_id == org_id, table.c.id == source_id))).first()
         return _to_entity(row) if row else None
 
     async def list(
@@ -114,3 +110,17 @@ class SqlSourceRepository:
         if after is not None:
             query = query.where(table.c.id > after)
         return [_summary(row) for row in await self._conn.execute(query)]
+
+    async def readable(
+        self, org_id: OrgId, *, thread_id: ThreadId, agent_id: AgentId | None, limit: int
+    ) -> Sequence[Source]:
+        owner = table.c.thread_id == thread_id
+        if agent_id is not None:
+            owner = or_(owner, table.c.agent_id == agent_id)
+        query = (
+            select(table)
+            .where(table.c.org_id == org_id, owner, table.c.kind != "blob")
+            .order_by(table.c.id.desc())
+            .limit(limit)
+        )
+        return [_to_entity(row) for row in await self._conn.execute(query)]

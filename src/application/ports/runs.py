@@ -1,0 +1,39 @@
+"""Ports of run execution: where runs execute, and how their events reach listeners."""
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from domain.ids import OrgId, RunId
+from domain.runs import RunEvent
+
+
+class RunSubscription(Protocol):
+    @property
+    def backlog(self) -> Sequence[RunEvent]:
+        """The run's recent events the bus still held when the subscription began (text deltas included)."""
+        ...
+
+    async def next(self) -> RunEvent:
+        """The next event published after the subscription began."""
+        ...
+
+
+class RunEventBus(Protocol):
+    """Delivers run events to whoever follows a run (SSE clients), in any process of the deployment."""
+
+    async def publish(self, event: RunEvent) -> None: ...
+
+    def subscribe(self, run_id: RunId) -> AbstractAsyncContextManager[RunSubscription]:
+        """Follow a run until the context is left. Entering does not wait."""
+        ...
+
+
+class RunExecutor(Protocol):
+    """Executes queued (or resumed) runs somewhere: in this process, or on workers."""
+
+    async def submit(self, org_id: OrgId, run_id: RunId) -> None: ...
+
+    async def cancel(self, run_id: RunId) -> bool:
+        """Stop the run's execution if it runs here; True when it did (the run records itself cancelled)."""
+        ...

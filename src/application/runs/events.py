@@ -1,0 +1,39 @@
+from collections.abc import Mapping
+from typing import Any
+
+from application.ports.persistence import UnitOfWork
+from application.ports.runs import RunEventBus
+from application.ports.system import Clock
+from domain.ids import OrgId, RunId
+from domain.runs import RunEvent, RunEventType
+
+
+class RunEventStream:
+    """Numbers one run's events in order. Events are stored in the unit of work that records what they
+    announce (text deltas are not stored: the message they build is), and published after commit."""
+
+    def __init__(self, org_id: OrgId, run_id: RunId, last_seq: int, bus: RunEventBus, clock: Clock) -> None:
+        self._org_id, self._run_id = org_id, run_id
+        self._seq = last_seq
+        self._bus, self._clock = bus, clock
+
+    @classmethod
+    async def resume(
+        cls, uow: UnitOfWork, org_id: OrgId, run_id: RunId, bus: RunEventBus, clock: Clock
+    ) -> "RunEventStream":
+        return cls(org_id, run_id, await uow.run_events.last_seq(run_id), bus, clock)
+
+    def make(self, type: RunEventType, data: Mapping[str, Any] | None = None) -> RunEvent:
+        self._seq += 1
+        return RunEvent(
+            run_id=self._run_id, seq=self._seq, type=type, data=dict(data or {}), created_at=self._clock.now()
+        )
+
+    async def record(self, uow: UnitOfWork, type: RunEventType, data: Mapping[str, Any] | None = None) -> RunEvent:
+        event = self.make(type, data)
+        await uow.run_events.add(event, self._org_id)
+        return event
+
+    async def publish(self, *events: RunEvent) -> None:
+        for event in events:
+            await self._bus.publish(event)

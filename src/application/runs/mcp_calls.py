@@ -1,0 +1,214 @@
+"""The MCP operations a model can ask for: prompt retrieval (as TICKET-031 specifies), resource
+retrieval and MCP tool calls. Failures are returned to the model as text, never raised."""
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+from uuid import UUID
+
+from application.errors import ApplicationError, McpIntegrationNotFound
+from application.ports.llm import ModelToolCall
+from application.ports.tracing import Level
+from application.runs.context import ToolContext
+from application.runs.results import ToolOutcome
+from application.use_cases.mcp_operations import (
+    ExecuteMcpTool,
+    ExecuteMcpToolCommand,
+    GetMcpPrompt,
+    GetMcpPromptQuery,
+    RetrieveMcpResource,
+    RetrieveMcpResourceCommand,
+)
+from domain.ids import IntegrationId
+from domain.prompts import PromptResult
+from domain.sources import CreatedBy
+from domain.tools import Tool
+
+logger = logging.getLogger(__name__)
+
+
+def _message(error: Exception) -> str:
+    return error.detail if isinstance(error, ApplicationError) else (str(error) or "Unknown error")
+
+
+def _integration_id(raw: str) -> IntegrationId:
+    try:
+        return IntegrationId(UUID(raw))
+    except ValueError:
+        raise McpIntegrationNotFound(f"MCP integration {raw} not found") from None
+
+
+def _prompt_arguments(raw: Any) -> dict[str, str]:
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
+
+
+def format_prompt_result(result: PromptResult, prompt_name: str) -> str:
+    formatted = f"Prompt: {prompt_name}\n"
+    if result.description:
+        formatted += f"Description: {result.description}\n"
+    formatted += "\nMessages:\n"
+    for index, message in enumerate(result.messages, start=1):
+        role = message.role[:1].upper() + message.role[1:]
+        formatted += f"{index}. {role}: {message.content}\n"
+    return formatted
+
+
+class McpPromptRetrieval:
+    def __init__(self, get_prompt: GetMcpPrompt) -> None:
+        self._get_prompt = get_prompt
+
+    async def __call__(self, call: ModelToolCall, tool: Tool, context: ToolContext) -> ToolOutcome:
+        integration_id = call.arguments.get("integrationId")
+        prompt_name = call.arguments.get("promptName")
+        prompt_arguments = call.arguments.get("arguments")
+        if not integration_id:
+            logger.error("MCP prompt retrieval missing integrationId")
+            return ToolOutcome(text="Prompt retrieval failed: integrationId parameter is required", is_error=True)
+        if not prompt_name:
+            logger.error("MCP prompt retrieval missing promptName")
+            return ToolOutcome(text="Prompt retrieval failed: promptName parameter is required", is_error=True)
+        integration_id, prompt_name = str(integration_id), str(prompt_name)
+        logger.info(
+            "Retrieving MCP prompt",
+            extra={
+                "integrationId": integration_id,
+                "promptName": prompt_name,
+                "hasArguments": bool(prompt_arguments),
+            },
+        )
+        span = context.trace.span(
+            "mcp_prompt_retrieval",
+            input={"integrationId": integration_id, "promptName": prompt_name, "arguments": prompt_arguments},
+            metadata={
+                "integrationId": integration_id,
+                "promptName": prompt_name,
+                "operationType": "prompt_retrieval",
+            },
+        )
+        try:
+            result = await self._get_prompt.execute(
+                GetMcpPromptQuery(
+                    org_id=context.org_id,
+                    integration_id=_integration_id(integration_id),
+                    prompt_name=prompt_name,
+                    arguments=_prompt_arguments(prompt_arguments),
+                )
+            )
+        except Exception as error:
+            message = _message(error)
+            logger.error(
+                "MCP prompt retrieval failed",
+                extra={"integrationId": integration_id, "promptName": prompt_name, "error": message},
+            )
+            span.end(
+                output="Prompt retrieval failed",
+                level=Level.ERROR,
+                status_message=message,
+                metadata={"isError": True, "error": message},
+            )
+            return ToolOutcome(text=f"Prompt retrieval failed: {message}", is_error=True)
+        logger.info(
+            "MCP prompt retrieval succeeded",
+            extra={
+                "integrationId": integration_id,
+                "promptName": prompt_name,
+                "messageCount": len(result.messages),
+            },
+        )
+        formatted = format_prompt_result(result, prompt_name)
+        span.end(output=formatted)
+        return ToolOutcome(text=formatted)
+
+
+class McpResourceRetrieval:
+    def __init__(self, retrieve: RetrieveMcpResource) -> None:
+        self._retrieve = retrieve
+
+    async def __call__(self, call: ModelToolCall, tool: Tool, context: ToolContext) -> ToolOutcome:
+        integration_id = call.arguments.get("integrationId")
+        uri = call.arguments.get("uri")
+        if not integration_id:
+            logger.error("MCP resource retrieval missing integrationId")
+            return ToolOutcome(text="Resource retrieval failed: integrationId parameter is required", is_error=True)
+        if not uri:
+            logger.error("MCP resource retrieval missing uri")
+            return ToolOutcome(text="Resource retrieval failed: uri parameter is required", is_error=True)
+        integration_id, uri = str(integration_id), str(uri)
+        logger.info("Retrieving MCP resource", extra={"integrationId": integration_id, "uri": uri})
+        span = context.trace.span(
+            "mcp_resource_retrieval",
+            input={"integrationId": integration_id, "uri": uri},
+            metadata={"integrationId": integration_id, "uri": uri, "operationType": "resource_retrieval"},
+        )
+        try:
+            imported = await self._retrieve.execute(
+                RetrieveMcpResourceCommand(
+                    org_id=context.org_id,
+                    integration_id=_integration_id(integration_id),
+                    uri=uri,
+                    thread_id=context.thread_id,
+                    created_by=CreatedBy.LLM,
+                )
+            )
+        except Exception as error:
+            message = _message(error)
+            logger.error(
+                "MCP resource retrieval failed",
+                extra={"integrationId": integration_id, "uri": uri, "error": message},
+            )
+            span.end(output="Resource retrieval failed", level=Level.ERROR, status_message=message)
+            return ToolOutcome(text=f"Resource retrieval failed: {message}", is_error=True)
+        names = ", ".join(
+            f"'{s.name}' (source id {s.id}, {s.kind.value}, {s.mime_type or 'unknown type'}, {s.size} bytes)"
+            for s in imported.sources
+        )
+        text = (
+            f"Imported resource {uri} from integration {integration_id} into this thread as {names}.\n"
+            f"Preview:\n{imported.preview}"
+        )
+        logger.info(
+            "MCP resource retrieval succeeded",
+            extra={"integrationId": integration_id, "uri": uri, "sourceCount": len(imported.sources)},
+        )
+        span.end(output=text, metadata={"sourceIds": [str(s.id) for s in imported.sources]})
+        return ToolOutcome(text=text, data={"source_ids": [str(s.id) for s in imported.sources]})
+
+
+class McpToolCall:
+    def __init__(self, execute: ExecuteMcpTool) -> None:
+        self._execute = execute
+
+    async def __call__(self, call: ModelToolCall, tool: Tool, context: ToolContext) -> ToolOutcome:
+        integration_id = str(tool.metadata["integration_id"])
+        remote = str(tool.metadata["tool_name"])
+        span = context.trace.span(
+            "mcp_tool_call",
+            input=dict(call.arguments),
+            metadata={"integrationId": integration_id, "toolName": remote, "operationType": "tool_call"},
+        )
+        try:
+            outcome = await self._execute.execute(
+                ExecuteMcpToolCommand(
+                    org_id=context.org_id,
+                    integration_id=_integration_id(integration_id),
+                    tool_name=remote,
+                    arguments=dict(call.arguments),
+                )
+            )
+        except Exception as error:
+            message = _message(error)
+            logger.error(
+                "MCP tool call failed",
+                extra={"integrationId": integration_id, "toolName": remote, "error": message},
+            )
+            span.end(output="Tool call failed", level=Level.ERROR, status_message=message)
+            return ToolOutcome(text=f"Tool call failed: {message}", is_error=True)
+        span.end(
+            output=outcome.text,
+            level=Level.ERROR if outcome.is_error else Level.DEFAULT,
+            status_message="the MCP tool reported an error" if outcome.is_error else None,
+        )
+        return ToolOutcome(text=outcome.text, is_error=outcome.is_error)

@@ -1,0 +1,77 @@
+"""Starting a run: on a thread the caller chose, or on a fresh thread (delegation, MCP publishing)."""
+
+from application.ports.persistence import UnitOfWork
+from application.ports.system import Clock, IdGenerator
+from domain.agents import Agent
+from domain.ids import MessageId, RunId, ThreadId
+from domain.messages import Message, MessageRole, TextContent
+from domain.runs import ClientTool, Run, RunEvent, RunEventType
+from domain.threads import Thread
+
+
+def run_summary(run: Run) -> dict[str, object]:
+    return {
+        "run_id": str(run.id),
+        "thread_id": str(run.thread_id),
+        "agent_id": str(run.agent_id),
+        "status": run.status.value,
+    }
+
+
+async def queue_run(
+    uow: UnitOfWork,
+    *,
+    clock: Clock,
+    ids: IdGenerator,
+    thread: Thread,
+    agent: Agent,
+    input: str | None,
+    client_tools: tuple[ClientTool, ...] = (),
+    idempotency_key: str | None = None,
+    parent_run_id: RunId | None = None,
+) -> tuple[Run, RunEvent]:
+    """Inside the caller's unit of work: append the input (if any) and queue a run. The caller commits
+    and then publishes the returned run.created event."""
+    now = clock.now()
+    run = Run(
+        id=RunId(ids.new()),
+        org_id=thread.org_id,
+        thread_id=thread.id,
+        agent_id=agent.id,
+        client_tools=client_tools,
+        idempotency_key=idempotency_key,
+        parent_run_id=parent_run_id,
+        created_at=now,
+        updated_at=now,
+    )
+    if input is not None:
+        message = Message(
+            id=MessageId(ids.new()),
+            org_id=thread.org_id,
+            thread_id=thread.id,
+            run_id=run.id,
+            role=MessageRole.USER,
+            content=(TextContent(text=input),),
+            position=thread.next_position(now),
+            created_at=now,
+        )
+        await uow.threads.save(thread)
+        await uow.messages.add(message)
+    await uow.runs.add(run)
+    event = RunEvent(run_id=run.id, seq=1, type=RunEventType.CREATED, data=run_summary(run), created_at=now)
+    await uow.run_events.add(event, run.org_id)
+    return run, event
+
+
+async def new_thread(uow: UnitOfWork, *, clock: Clock, ids: IdGenerator, agent: Agent, title: str) -> Thread:
+    now = clock.now()
+    thread = Thread(
+        id=ThreadId(ids.new()),
+        org_id=agent.org_id,
+        agent_id=agent.id,
+        title=title[:500],
+        created_at=now,
+        updated_at=now,
+    )
+    await uow.threads.add(thread)
+    return thread

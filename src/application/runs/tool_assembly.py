@@ -1,0 +1,308 @@
+"""Which tools the model is offered in a run, and under which names."""
+
+import asyncio
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from application.errors import McpError
+from application.mcp_access import target_of
+from application.native_tools import NATIVE_TOOLS_BY_TYPE
+from application.ports.llm import ToolDefinition
+from application.ports.mcp import (
+    McpGateway,
+    McpPromptInfo,
+    McpResourceInfo,
+    McpResourceTemplateInfo,
+    SecretBox,
+)
+from application.ports.native_tools import CodeSandbox, CommandRunner, WebSearch
+from application.ports.persistence import UnitOfWork
+from domain.agents import Agent
+from domain.integrations import McpIntegration
+from domain.runs import ClientTool
+from domain.tools import TOOL_NAME_MAX, Tool, ToolRef, ToolType
+
+logger = logging.getLogger(__name__)
+
+RETRIEVE_PROMPT = "retrieve_mcp_prompt"
+RETRIEVE_RESOURCE = "retrieve_mcp_resource"
+_INVALID = re.compile(r"[^a-zA-Z0-9_-]")
+_LISTING_MAX = 4_000
+
+
+def tool_name(raw: str) -> str:
+    """A function name models accept: [a-zA-Z0-9_-], at most 64 characters."""
+    return _INVALID.sub("_", raw)[:TOOL_NAME_MAX] or "tool"
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    if name not in taken:
+        return name
+    for n in range(2, 1000):
+        suffix = f"_{n}"
+        candidate = name[: TOOL_NAME_MAX - len(suffix)] + suffix
+        if candidate not in taken:
+            return candidate
+    raise RuntimeError("too many tools with the same name")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AssembledTools:
+    tools: tuple[Tool, ...]
+    warnings: tuple[str, ...]
+
+    def get(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.tools]
+
+    def definitions(self) -> list[ToolDefinition]:
+        return [ToolDefinition(name=t.name, description=t.description, parameters=t.parameters) for t in self.tools]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Discovered:
+    integration: McpIntegration
+    tools: Sequence[Any] = ()
+    prompts: Sequence[McpPromptInfo] = ()
+    resources: Sequence[McpResourceInfo] = ()
+    templates: Sequence[McpResourceTemplateInfo] = ()
+    error: str | None = None
+
+
+def _prompt_tool(listing: str) -> Tool:
+    return Tool(
+        name=RETRIEVE_PROMPT,
+        description=(
+            "Retrieve a prompt template from an MCP integration. Prompts are predefined conversational "
+            "templates that provide structured guidance for specific tasks. Use this when you need reusable "
+            "prompt patterns from MCP servers." + listing
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "integrationId": {
+                    "type": "string",
+                    "description": "The ID of the MCP integration to retrieve the prompt from",
+                },
+                "promptName": {
+                    "type": "string",
+                    "description": "The name of the prompt template to retrieve",
+                },
+                "arguments": {
+                    "type": "object",
+                    "description": "Optional arguments for prompt template substitution",
+                    "additionalProperties": True,
+                },
+            },
+            "required": ["integrationId", "promptName"],
+        },
+        type=ToolType.MCP_PROMPT,
+    )
+
+
+def _resource_tool(listing: str) -> Tool:
+    return Tool(
+        name=RETRIEVE_RESOURCE,
+        description=(
+            "Read a resource from an MCP integration and import it into this conversation as a source, "
+            "which you can then search with source_query (when available). You receive a short preview." + listing
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "integrationId": {
+                    "type": "string",
+                    "description": "The ID of the MCP integration that has the resource",
+                },
+                "uri": {"type": "string", "description": "The URI of the resource"},
+            },
+            "required": ["integrationId", "uri"],
+        },
+        type=ToolType.MCP_RESOURCE,
+    )
+
+
+def _prompt_listing(found: Iterable[_Discovered]) -> str:
+    lines = []
+    for item in found:
+        if item.error is not None:
+            continue
+        prompts = ", ".join(
+            p.name + (f"({', '.join(a.name for a in p.arguments)})" if p.arguments else "") for p in item.prompts
+        )
+        lines.append(f"- {item.integration.id} ({item.integration.name}): {prompts or 'no prompts'}")
+    return _listing("Integrations and their prompts", lines)
+
+
+def _resource_listing(found: Iterable[_Discovered]) -> str:
+    lines = []
+    for item in found:
+        if item.error is not None:
+            continue
+        resources = [f"{r.uri} ({r.name})" for r in item.resources]
+        resources += [f"{t.uri_template} (template: {t.name})" for t in item.templates]
+        lines.append(f"- {item.integration.id} ({item.integration.name}): {', '.join(resources) or 'no resources'}")
+    return _listing("Integrations and their resources", lines)
+
+
+def _listing(title: str, lines: list[str]) -> str:
+    text = f"\n\n{title}:\n" + "\n".join(lines) if lines else ""
+    return text if len(text) <= _LISTING_MAX else text[:_LISTING_MAX] + "\n…"
+
+
+class ToolAssembler:
+    """Builds a run's tools: the agent's native tools, sub-agents, the retrieval tools and the MCP tools
+    of its enabled integrations (discovered in parallel; one that fails is skipped with a warning), and
+    the client's tools. Names are unique: MCP tools give way (a numbered suffix) when a name is taken."""
+
+    def __init__(
+        self,
+        uow: UnitOfWork,
+        secrets: SecretBox,
+        gateway: McpGateway,
+        commands: CommandRunner,
+        search: WebSearch,
+        sandbox: CodeSandbox,
+    ) -> None:
+        self._uow, self._secrets, self._gateway = uow, secrets, gateway
+        self._commands, self._search, self._sandbox = commands, search, sandbox
+
+    async def assemble(self, agent: Agent, client_tools: Sequence[ClientTool] = ()) -> AssembledTools:
+        warnings: list[str] = []
+        tools: list[Tool] = []
+        taken: set[str] = set()
+
+        def add(tool: Tool) -> None:
+            tools.append(tool)
+            taken.add(tool.name)
+
+        async with self._uow.read_only() as uow:
+            integrations = await uow.integrations.get_many(agent.org_id, agent.mcp_integration_ids)
+            sub_agents = [a for a in [await uow.agents.get(agent.org_id, i) for i in agent.sub_agent_ids] if a]
+
+        for ref in agent.tools:
+            native = self._native(ref, warnings)
+            if native is not None and native.name not in taken:
+                add(native)
+        if len(sub_agents) < len(agent.sub_agent_ids):
+            warnings.append("a sub-agent of this agent no longer exists")
+        for sub in sub_agents:
+            add(
+                Tool(
+                    name=_unique(tool_name(f"agent__{sub.slug}"), taken),
+                    description=f"Delegate a task to the agent '{sub.name}'"
+                    + (f": {sub.description}" if sub.description else ". ")
+                    + " Give it the whole task as input; you receive its final answer.",
+                    parameters={
+                        "type": "object",
+                        "properties": {"input": {"type": "string", "description": "The task for the agent"}},
+                        "required": ["input"],
+                    },
+                    type=ToolType.AGENT,
+                    metadata={"agent_id": str(sub.id)},
+                )
+            )
+        for client_tool in client_tools:
+            add(
+                Tool(
+                    name=client_tool.name,
+                    description=client_tool.description,
+                    parameters=client_tool.parameters,
+                    type=ToolType.CLIENT,
+                    displayable=True,
+                    executable=False,
+                )
+            )
+
+        known = {i.id for i in integrations}
+        for missing in [i for i in agent.mcp_integration_ids if i not in known]:
+            warnings.append(f"MCP integration {missing} no longer exists; it was skipped")
+        enabled = []
+        for integration in integrations:
+            if integration.enabled:
+                enabled.append(integration)
+            else:
+                warnings.append(f"MCP integration '{integration.slug}' is disabled; its tools are not offered")
+        found = await asyncio.gather(*(self._discover(i) for i in enabled))
+
+        if agent.mcp_integration_ids:
+            for retrieval in (_prompt_tool(_prompt_listing(found)), _resource_tool(_resource_listing(found))):
+                if retrieval.name not in taken:
+                    add(retrieval)
+
+        for item in sorted(found, key=lambda d: d.integration.slug):
+            if item.error is not None:
+                warnings.append(f"MCP integration '{item.integration.slug}' was skipped: {item.error}")
+                continue
+            for remote in item.tools:
+                wanted = tool_name(f"{item.integration.slug}__{remote.name}")
+                name = _unique(wanted, taken)
+                if name != wanted:
+                    logger.warning(
+                        "MCP tool name collision resolved",
+                        extra={"integration_id": str(item.integration.id), "tool": remote.name, "name": name},
+                    )
+                add(
+                    Tool(
+                        name=name,
+                        description=remote.description or remote.title or remote.name,
+                        parameters=remote.input_schema,
+                        type=ToolType.MCP_TOOL,
+                        metadata={"integration_id": str(item.integration.id), "tool_name": remote.name},
+                    )
+                )
+        return AssembledTools(tools=tuple(tools), warnings=tuple(warnings))
+
+    async def _discover(self, integration: McpIntegration) -> _Discovered:
+        target = target_of(integration, self._secrets)
+        try:
+            tools, prompts, resources, templates = await asyncio.gather(
+                self._gateway.list_tools(target),
+                self._gateway.list_prompts(target),
+                self._gateway.list_resources(target),
+                self._gateway.list_resource_templates(target),
+            )
+        except McpError as error:
+            logger.warning(
+                "MCP integration discovery failed",
+                extra={"integration_id": str(integration.id), "error": error.detail},
+            )
+            return _Discovered(integration=integration, error=error.detail)
+        allowed = [t for t in tools if integration.tool_filter.allows(t.name)]
+        return _Discovered(
+            integration=integration, tools=allowed, prompts=prompts, resources=resources, templates=templates
+        )
+
+    def _native(self, ref: ToolRef, warnings: list[str]) -> Tool | None:
+        spec = NATIVE_TOOLS_BY_TYPE[ref.type]
+        common: Mapping[str, Any] = {
+            "type": ref.type,
+            "displayable": spec.displayable,
+            "executable": not spec.displayable,
+        }
+        if ref.type is ToolType.COMMAND:
+            name = str(ref.config.get("name", ""))
+            command = next((c for c in self._commands.commands() if c.name == name), None)
+            if command is None:
+                warnings.append(f"command '{name}' is not defined by the operator; it was skipped")
+                return None
+            return Tool(
+                name=tool_name(f"command__{name}"),
+                description=command.description,
+                parameters=spec.parameters,
+                metadata={"command": name},
+                **common,
+            )
+        if ref.type is ToolType.INTERNET_SEARCH and not self._search.available:
+            warnings.append("internet_search is not configured on this server; it was skipped")
+            return None
+        if ref.type is ToolType.CODE_EXECUTION and not self._sandbox.available:
+            warnings.append("code_execution is not enabled on this server; it was skipped")
+            return None
+        return Tool(name=spec.name, description=spec.description, parameters=spec.parameters, **common)

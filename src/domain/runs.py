@@ -1,0 +1,241 @@
+"""Runs: one execution of an agent on a thread, with a state machine that refuses illegal moves."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from domain.errors import IllegalTransition, InvalidValue
+from domain.ids import AgentId, OrgId, RunId, ThreadId
+from domain.usage import Usage
+
+IDEMPOTENCY_KEY_MAX = 200
+WARNINGS_MAX = 50
+ERROR_MESSAGE_MAX = 2_000
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"
+    IN_PROGRESS = "in_progress"
+    REQUIRES_ACTION = "requires_action"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED})
+_MOVES: Mapping[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.QUEUED: frozenset({RunStatus.IN_PROGRESS, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED}),
+    RunStatus.IN_PROGRESS: frozenset(
+        {
+            RunStatus.REQUIRES_ACTION,
+            RunStatus.COMPLETED,
+            RunStatus.FAILED,
+            RunStatus.CANCELLED,
+            RunStatus.EXPIRED,
+        }
+    ),
+    RunStatus.REQUIRES_ACTION: frozenset(
+        {RunStatus.IN_PROGRESS, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED}
+    ),
+}
+
+
+class RunErrorCode(StrEnum):
+    MAX_STEPS_EXCEEDED = "max_steps_exceeded"
+    MODEL_UNAVAILABLE = "model_unavailable"
+    MODEL_REQUEST_REJECTED = "model_request_rejected"
+    MODEL_NOT_CONFIGURED = "model_not_configured"
+    MODEL_ERROR = "model_error"
+    AGENT_NOT_FOUND = "agent_not_found"
+    INTERRUPTED = "interrupted"
+    INTERNAL_ERROR = "internal_error"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunError:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientTool:
+    """A tool the API client executes itself: the run pauses until the client sends the result."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PendingToolCall:
+    """A call the run waits for: a client tool, or a displayable native tool the client carries out."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any]
+    type: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepToolCall:
+    id: str
+    name: str
+    type: str
+    is_error: bool = False
+    pending: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStep:
+    """One model call and the tool calls it asked for."""
+
+    number: int
+    model: str
+    usage: Usage
+    finish_reason: str | None
+    started_at: datetime
+    completed_at: datetime
+    tool_calls: tuple[StepToolCall, ...] = ()
+
+
+@dataclass(kw_only=True)
+class Run:
+    id: RunId
+    org_id: OrgId
+    thread_id: ThreadId
+    agent_id: AgentId
+    created_at: datetime
+    updated_at: datetime
+    status: RunStatus = RunStatus.QUEUED
+    client_tools: tuple[ClientTool, ...] = ()
+    required_action: tuple[PendingToolCall, ...] = ()
+    steps: tuple[RunStep, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    error: RunError | None = None
+    warnings: tuple[str, ...] = ()
+    trace_id: str | None = None
+    idempotency_key: str | None = None
+    parent_run_id: RunId | None = None
+    cancel_requested: bool = False
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.idempotency_key is not None and not (1 <= len(self.idempotency_key) <= IDEMPOTENCY_KEY_MAX):
+            raise InvalidValue(f"idempotency_key must be 1-{IDEMPOTENCY_KEY_MAX} characters")
+        names = [t.name for t in self.client_tools]
+        if len(set(names)) != len(names):
+            raise InvalidValue("client tool names must be unique")
+
+    def _move(self, to: RunStatus, now: datetime) -> None:
+        if to not in _MOVES.get(self.status, frozenset()):
+            raise IllegalTransition(f"a {self.status.value} run cannot become {to.value}")
+        self.status = to
+        self.updated_at = now
+        if to.is_terminal:
+            self.ended_at = now
+            self.required_action = ()
+
+    def start(self, now: datetime) -> None:
+        self._move(RunStatus.IN_PROGRESS, now)
+        self.started_at = self.started_at or now
+
+    def record_step(self, step: RunStep, now: datetime) -> None:
+        if self.status is not RunStatus.IN_PROGRESS:
+            raise IllegalTransition(f"a {self.status.value} run takes no steps")
+        self.steps = (*self.steps, step)
+        self.usage = self.usage + step.usage
+        self.updated_at = now
+
+    def settle_tool_calls(self, errors: set[str], now: datetime) -> None:
+        """Note which tool calls of the latest step failed."""
+        if not self.steps or not errors:
+            return
+        last = self.steps[-1]
+        calls = tuple(replace(c, is_error=c.id in errors) for c in last.tool_calls)
+        self.steps = (*self.steps[:-1], replace(last, tool_calls=calls))
+        self.updated_at = now
+
+    def require_action(self, calls: tuple[PendingToolCall, ...], now: datetime) -> None:
+        if not calls:
+            raise InvalidValue("a run requires action only for pending tool calls")
+        self._move(RunStatus.REQUIRES_ACTION, now)
+        self.required_action = calls
+
+    def resume(self, now: datetime) -> None:
+        """The client's tool results arrived: the run goes on."""
+        self._move(RunStatus.IN_PROGRESS, now)
+        self.required_action = ()
+
+    def complete(self, now: datetime) -> None:
+        self._move(RunStatus.COMPLETED, now)
+
+    def fail(self, code: str, message: str, now: datetime) -> None:
+        self._move(RunStatus.FAILED, now)
+        self.error = RunError(code=code, message=message[:ERROR_MESSAGE_MAX])
+
+    def cancel(self, now: datetime) -> None:
+        self._move(RunStatus.CANCELLED, now)
+
+    def request_cancel(self, now: datetime) -> None:
+        if self.status.is_terminal:
+            raise IllegalTransition(f"a {self.status.value} run cannot be cancelled")
+        self.cancel_requested = True
+        self.updated_at = now
+
+    def warn(self, warning: str) -> None:
+        if len(self.warnings) < WARNINGS_MAX:
+            self.warnings = (*self.warnings, warning)
+
+    @property
+    def step_count(self) -> int:
+        return len(self.steps)
+
+
+class RunEventType(StrEnum):
+    CREATED = "run.created"
+    IN_PROGRESS = "run.in_progress"
+    MESSAGE_DELTA = "message.delta"
+    TOOL_CALL_STARTED = "tool_call.started"
+    TOOL_CALL_COMPLETED = "tool_call.completed"
+    REQUIRES_ACTION = "run.requires_action"
+    COMPLETED = "run.completed"
+    FAILED = "run.failed"
+    CANCELLED = "run.cancelled"
+
+    @property
+    def ends_stream(self) -> bool:
+        """After this event the run does nothing until someone acts (or ever again)."""
+        return self in (
+            RunEventType.REQUIRES_ACTION,
+            RunEventType.COMPLETED,
+            RunEventType.FAILED,
+            RunEventType.CANCELLED,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEvent:
+    run_id: RunId
+    seq: int
+    type: RunEventType
+    data: Mapping[str, Any]
+    created_at: datetime
+
+    def with_seq(self, seq: int) -> "RunEvent":
+        return replace(self, seq=seq)
+
+
+TERMINAL_EVENTS: Mapping[RunStatus, RunEventType] = {
+    RunStatus.COMPLETED: RunEventType.COMPLETED,
+    RunStatus.FAILED: RunEventType.FAILED,
+    RunStatus.CANCELLED: RunEventType.CANCELLED,
+    RunStatus.EXPIRED: RunEventType.FAILED,
+}

@@ -1,0 +1,60 @@
+"""Run events inside one process: a short backlog per run (so a late follower sees the whole run,
+text deltas included) and a queue per follower."""
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from domain.ids import RunId
+from domain.runs import RunEvent
+
+BACKLOG_EVENTS = 2_000
+KEEP_AFTER_END_SECONDS = 120.0
+
+
+@dataclass
+class _Channel:
+    backlog: deque[RunEvent] = field(default_factory=lambda: deque(maxlen=BACKLOG_EVENTS))
+    followers: list[asyncio.Queue[RunEvent]] = field(default_factory=list)
+    ended_at: float | None = None
+
+
+@dataclass
+class _Subscription:
+    backlog: list[RunEvent]
+    queue: asyncio.Queue[RunEvent] = field(default_factory=asyncio.Queue)
+
+    async def next(self) -> RunEvent:
+        return await self.queue.get()
+
+
+class InMemoryRunEventBus:
+    def __init__(self) -> None:
+        self._channels: dict[RunId, _Channel] = {}
+
+    async def publish(self, event: RunEvent) -> None:
+        channel = self._channels.setdefault(event.run_id, _Channel())
+        channel.backlog.append(event)
+        channel.ended_at = time.monotonic() if event.type.ends_stream else None
+        for follower in channel.followers:
+            follower.put_nowait(event)
+        self._forget_ended()
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, run_id: RunId) -> AsyncIterator[_Subscription]:
+        channel = self._channels.setdefault(run_id, _Channel())
+        subscription = _Subscription(backlog=list(channel.backlog))
+        channel.followers.append(subscription.queue)
+        try:
+            yield subscription
+        finally:
+            channel.followers.remove(subscription.queue)
+
+    def _forget_ended(self) -> None:
+        horizon = time.monotonic() - KEEP_AFTER_END_SECONDS
+        for run_id, channel in list(self._channels.items()):
+            if channel.ended_at is not None and channel.ended_at < horizon and not channel.followers:
+                del self._channels[run_id]

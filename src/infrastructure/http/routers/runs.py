@@ -1,0 +1,165 @@
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from typing import Annotated
+from uuid import UUID
+
+from dependency_injector.wiring import Provide, inject
+from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi.responses import StreamingResponse
+
+from application.caller import Caller
+from application.pagination import PageRequest
+from application.use_cases.runs import (
+    CancelRun,
+    CreateRun,
+    FollowRun,
+    GetRun,
+    ListRuns,
+    RunFilter,
+    RunFollower,
+    SubmitToolResults,
+)
+from domain.ids import AgentId, RunId, ThreadId
+from domain.runs import RunStatus
+from infrastructure.container import Container
+from infrastructure.http.auth import CallerDep
+from infrastructure.http.schemas.common import PageOut, page_request
+from infrastructure.http.schemas.runs import RunCreate, RunOut, ToolResultsIn, sse_frame
+
+router = APIRouter(prefix="/v1", tags=["runs"])
+HEARTBEAT_SECONDS = 15.0
+SSE = {
+    "description": "With `stream: true`: a text/event-stream of run events",
+    "content": {"text/event-stream": {}},
+}
+
+
+async def _stream(following: AbstractAsyncContextManager[RunFollower]) -> AsyncIterator[str]:
+    async with following as follower:
+        async for event in follower.events(HEARTBEAT_SECONDS):
+            yield ": keep-alive\n\n" if event is None else sse_frame(event)
+
+
+async def _event_stream(
+    follow: FollowRun, caller: Caller, run_id: RunId, after_seq: int = 0, status_code: int = 200
+) -> StreamingResponse:
+    # Subscribed before the response starts, so no event published from here on is missed.
+    following = await follow.execute(caller, run_id, after_seq)
+    return StreamingResponse(
+        _stream(following),
+        status_code=status_code,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.post(
+    "/threads/{thread_id}/runs",
+    status_code=201,
+    response_model=RunOut,
+    responses={200: {"description": "The run this idempotency key already started"}, 201: SSE},
+    summary="Run an agent on the thread",
+)
+@inject
+async def create_run(
+    thread_id: UUID,
+    body: RunCreate,
+    caller: CallerDep,
+    response: Response,
+    use_case: Annotated[CreateRun, Depends(Provide[Container.create_run])],
+    follow: Annotated[FollowRun, Depends(Provide[Container.follow_run])],
+) -> RunOut | StreamingResponse:
+    created = await use_case.execute(body.to_command(caller, thread_id))
+    if body.stream:
+        return await _event_stream(follow, caller, created.run.id, status_code=201 if created.created else 200)
+    if not created.created:
+        response.status_code = 200
+    return RunOut.of(created.run)
+
+
+@router.get("/threads/{thread_id}/runs", response_model=PageOut[RunOut], summary="The thread's runs")
+@inject
+async def list_thread_runs(
+    thread_id: UUID,
+    caller: CallerDep,
+    page: Annotated[PageRequest, Depends(page_request)],
+    use_case: Annotated[ListRuns, Depends(Provide[Container.list_runs])],
+) -> PageOut[RunOut]:
+    result = await use_case.execute(caller, page, RunFilter(thread_id=ThreadId(thread_id)))
+    return PageOut(data=[RunOut.of(r) for r in result.items], next_cursor=result.next_cursor)
+
+
+@router.get("/runs", response_model=PageOut[RunOut], summary="The organization's runs")
+@inject
+async def list_runs(
+    caller: CallerDep,
+    page: Annotated[PageRequest, Depends(page_request)],
+    use_case: Annotated[ListRuns, Depends(Provide[Container.list_runs])],
+    agent_id: UUID | None = None,
+    thread_id: UUID | None = None,
+    status: RunStatus | None = None,
+) -> PageOut[RunOut]:
+    filters = RunFilter(
+        agent_id=AgentId(agent_id) if agent_id else None,
+        thread_id=ThreadId(thread_id) if thread_id else None,
+        status=status,
+    )
+    result = await use_case.execute(caller, page, filters)
+    return PageOut(data=[RunOut.of(r) for r in result.items], next_cursor=result.next_cursor)
+
+
+@router.get("/runs/{run_id}", response_model=RunOut)
+@inject
+async def get_run(
+    run_id: UUID,
+    caller: CallerDep,
+    use_case: Annotated[GetRun, Depends(Provide[Container.get_run])],
+) -> RunOut:
+    return RunOut.of(await use_case.execute(caller, RunId(run_id)))
+
+
+@router.get(
+    "/runs/{run_id}/events",
+    response_class=StreamingResponse,
+    responses={200: SSE},
+    summary="Server-Sent Events: what happened so far, then live, until the run ends or waits",
+)
+@inject
+async def run_events(
+    run_id: UUID,
+    caller: CallerDep,
+    follow: Annotated[FollowRun, Depends(Provide[Container.follow_run])],
+    after: Annotated[int, Query(ge=0, description="Only events after this sequence number")] = 0,
+    last_event_id: Annotated[int | None, Header(ge=0)] = None,
+) -> StreamingResponse:
+    return await _event_stream(follow, caller, RunId(run_id), max(after, last_event_id or 0))
+
+
+@router.post("/runs/{run_id}/cancel", response_model=RunOut, summary="Cancel a run")
+@inject
+async def cancel_run(
+    run_id: UUID,
+    caller: CallerDep,
+    use_case: Annotated[CancelRun, Depends(Provide[Container.cancel_run])],
+) -> RunOut:
+    return RunOut.of(await use_case.execute(caller, RunId(run_id)))
+
+
+@router.post(
+    "/runs/{run_id}/tool-results",
+    response_model=RunOut,
+    responses={200: SSE},
+    summary="Results of the client tool calls the run waits for; the run goes on",
+)
+@inject
+async def submit_tool_results(
+    run_id: UUID,
+    body: ToolResultsIn,
+    caller: CallerDep,
+    use_case: Annotated[SubmitToolResults, Depends(Provide[Container.submit_tool_results])],
+    follow: Annotated[FollowRun, Depends(Provide[Container.follow_run])],
+) -> RunOut | StreamingResponse:
+    run = await use_case.execute(body.to_command(caller, run_id))
+    if body.stream:
+        return await _event_stream(follow, caller, run.id)
+    return RunOut.of(run)

@@ -1,0 +1,220 @@
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from application.errors import IdempotencyConflict
+from domain.ids import AgentId, OrgId, RunId, ThreadId
+from domain.runs import (
+    ClientTool,
+    PendingToolCall,
+    Run,
+    RunError,
+    RunEvent,
+    RunEventType,
+    RunStatus,
+    RunStep,
+    StepToolCall,
+)
+from domain.usage import Usage
+from infrastructure.persistence.errors import violated_unique
+from infrastructure.persistence.repositories._rows import utc, utc_required
+from infrastructure.persistence.tables import run_events, runs
+
+_ACTIVE = (RunStatus.QUEUED.value, RunStatus.IN_PROGRESS.value, RunStatus.REQUIRES_ACTION.value)
+
+
+def _step_to_json(step: RunStep) -> dict[str, Any]:
+    return {
+        "number": step.number,
+        "model": step.model,
+        "input_tokens": step.usage.input_tokens,
+        "output_tokens": step.usage.output_tokens,
+        "finish_reason": step.finish_reason,
+        "started_at": step.started_at.isoformat(),
+        "completed_at": step.completed_at.isoformat(),
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "type": c.type, "is_error": c.is_error, "pending": c.pending}
+            for c in step.tool_calls
+        ],
+    }
+
+
+def _step_from_json(data: dict[str, Any]) -> RunStep:
+    return RunStep(
+        number=data["number"],
+        model=data["model"],
+        usage=Usage(input_tokens=data["input_tokens"], output_tokens=data["output_tokens"]),
+        finish_reason=data.get("finish_reason"),
+        started_at=datetime.fromisoformat(data["started_at"]),
+        completed_at=datetime.fromisoformat(data["completed_at"]),
+        tool_calls=tuple(StepToolCall(**c) for c in data.get("tool_calls", [])),
+    )
+
+
+def _to_entity(row: Any) -> Run:
+    return Run(
+        id=RunId(row.id),
+        org_id=OrgId(row.org_id),
+        thread_id=ThreadId(row.thread_id),
+        agent_id=AgentId(row.agent_id),
+        parent_run_id=RunId(row.parent_run_id) if row.parent_run_id else None,
+        status=RunStatus(row.status),
+        client_tools=tuple(ClientTool(**t) for t in row.client_tools),
+        required_action=tuple(PendingToolCall(**c) for c in row.required_action),
+        steps=tuple(_step_from_json(s) for s in row.steps),
+        usage=Usage(input_tokens=row.input_tokens, output_tokens=row.output_tokens),
+        error=RunError(code=row.error_code, message=row.error_message or "") if row.error_code else None,
+        warnings=tuple(row.warnings),
+        trace_id=row.trace_id,
+        idempotency_key=row.idempotency_key,
+        cancel_requested=row.cancel_requested,
+        created_at=utc_required(row.created_at),
+        updated_at=utc_required(row.updated_at),
+        started_at=utc(row.started_at),
+        ended_at=utc(row.ended_at),
+    )
+
+
+def _values(run: Run) -> dict[str, Any]:
+    return {
+        "status": run.status.value,
+        "client_tools": [
+            {"name": t.name, "description": t.description, "parameters": dict(t.parameters)} for t in run.client_tools
+        ],
+        "required_action": [
+            {"id": c.id, "name": c.name, "arguments": dict(c.arguments), "type": c.type} for c in run.required_action
+        ],
+        "steps": [_step_to_json(s) for s in run.steps],
+        "input_tokens": run.usage.input_tokens,
+        "output_tokens": run.usage.output_tokens,
+        "error_code": run.error.code if run.error else None,
+        "error_message": run.error.message if run.error else None,
+        "warnings": list(run.warnings),
+        "trace_id": run.trace_id,
+        "cancel_requested": run.cancel_requested,
+        "updated_at": run.updated_at,
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+    }
+
+
+class SqlRunRepository:
+    def __init__(self, connection: AsyncConnection) -> None:
+        self._conn = connection
+
+    async def add(self, run: Run) -> None:
+        values = _values(run) | {
+            "id": run.id,
+            "org_id": run.org_id,
+            "thread_id": run.thread_id,
+            "agent_id": run.agent_id,
+            "parent_run_id": run.parent_run_id,
+            "idempotency_key": run.idempotency_key,
+            "created_at": run.created_at,
+        }
+        try:
+            await self._conn.execute(insert(runs).values(**values))
+        except IntegrityError as error:
+            if violated_unique(error, runs) != "uq_runs_org_id_idempotency_key":
+                raise
+            raise IdempotencyConflict("a run with this idempotency key exists") from None
+
+    async def get(self, org_id: OrgId, run_id: RunId, *, for_update: bool = False) -> Run | None:
+        query = select(runs).where(runs.c.org_id == org_id, runs.c.id == run_id)
+        if for_update:
+            query = query.with_for_update()
+        row = (await self._conn.execute(query)).first()
+        return _to_entity(row) if row else None
+
+    async def find_by_idempotency_key(self, org_id: OrgId, key: str) -> Run | None:
+        query = select(runs).where(runs.c.org_id == org_id, runs.c.idempotency_key == key)
+        row = (await self._conn.execute(query)).first()
+        return _to_entity(row) if row else None
+
+    async def list(
+        self,
+        org_id: OrgId,
+        *,
+        limit: int,
+        after: RunId | None,
+        thread_id: ThreadId | None = None,
+        agent_id: AgentId | None = None,
+        status: RunStatus | None = None,
+    ) -> Sequence[Run]:
+        query = select(runs).where(runs.c.org_id == org_id).order_by(runs.c.id).limit(limit)
+        if after is not None:
+            query = query.where(runs.c.id > after)
+        if thread_id is not None:
+            query = query.where(runs.c.thread_id == thread_id)
+        if agent_id is not None:
+            query = query.where(runs.c.agent_id == agent_id)
+        if status is not None:
+            query = query.where(runs.c.status == status.value)
+        return [_to_entity(row) for row in await self._conn.execute(query)]
+
+    async def active_in_thread(self, org_id: OrgId, thread_id: ThreadId) -> Run | None:
+        query = (
+            select(runs)
+            .where(runs.c.org_id == org_id, runs.c.thread_id == thread_id, runs.c.status.in_(_ACTIVE))
+            .limit(1)
+        )
+        row = (await self._conn.execute(query)).first()
+        return _to_entity(row) if row else None
+
+    async def unfinished(self, limit: int) -> Sequence[Run]:
+        query = (
+            select(runs)
+            .where(runs.c.status.in_((RunStatus.QUEUED.value, RunStatus.IN_PROGRESS.value)))
+            .order_by(runs.c.id)
+            .limit(limit)
+        )
+        return [_to_entity(row) for row in await self._conn.execute(query)]
+
+    async def save(self, run: Run) -> None:
+        await self._conn.execute(
+            update(runs).where(runs.c.org_id == run.org_id, runs.c.id == run.id).values(**_values(run))
+        )
+
+
+class SqlRunEventRepository:
+    def __init__(self, connection: AsyncConnection) -> None:
+        self._conn = connection
+
+    async def add(self, event: RunEvent, org_id: OrgId) -> None:
+        await self._conn.execute(
+            insert(run_events).values(
+                run_id=event.run_id,
+                seq=event.seq,
+                org_id=org_id,
+                type=event.type.value,
+                data=dict(event.data),
+                created_at=event.created_at,
+            )
+        )
+
+    async def list(self, org_id: OrgId, run_id: RunId, *, after_seq: int = 0) -> Sequence[RunEvent]:
+        query = (
+            select(run_events)
+            .where(run_events.c.org_id == org_id, run_events.c.run_id == run_id, run_events.c.seq > after_seq)
+            .order_by(run_events.c.seq)
+        )
+        return [
+            RunEvent(
+                run_id=RunId(row.run_id),
+                seq=row.seq,
+                type=RunEventType(row.type),
+                data=row.data,
+                created_at=utc_required(row.created_at),
+            )
+            for row in await self._conn.execute(query)
+        ]
+
+    async def last_seq(self, run_id: RunId) -> int:
+        value = (
+            await self._conn.execute(select(func.max(run_events.c.seq)).where(run_events.c.run_id == run_id))
+        ).scalar()
+        return int(value or 0)
