@@ -2,70 +2,13 @@
 and real MCP servers."""
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
-import pytest
-from dependency_injector import providers
 
-from infrastructure.container import Container
-from infrastructure.llm import language_model
 from tests.conftest import Tenant
+from tests.e2e.runs import agent_and_thread, messages, settle, sse_events, start
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import ErrorReply, FakeOpenAI, FakeToolCall, ToolCallsReply
-
-
-@pytest.fixture(scope="module")
-async def mcp_server() -> AsyncIterator[FakeMcpServer]:
-    async with FakeMcpServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def openai(container: Container) -> AsyncIterator[FakeOpenAI]:
-    """Agents with model gpt-test talk to this fake provider (through the real SDK)."""
-    async with FakeOpenAI() as fake:
-        model = language_model(
-            openai_api_key="sk-test", openai_base_url=fake.base_url, max_retries=2, timeout_seconds=10
-        )
-        container.llm.override(providers.Object(model))
-        try:
-            yield fake
-        finally:
-            container.llm.reset_override()
-            await model.aclose()
-
-
-def sse_events(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line[len("data: ") :]) for line in text.splitlines() if line.startswith("data: ")]
-
-
-async def settle(client: httpx.AsyncClient, tenant: Tenant, run_id: str) -> dict[str, Any]:
-    """Follow the run until it ends or waits for the client (the event stream closes then)."""
-    stream = await client.get(f"/v1/runs/{run_id}/events", headers=tenant.admin)
-    assert stream.status_code == 200
-    return (await client.get(f"/v1/runs/{run_id}", headers=tenant.admin)).json()
-
-
-async def agent_and_thread(client: httpx.AsyncClient, tenant: Tenant, **agent: Any) -> tuple[dict, dict]:
-    created = await client.post(
-        "/v1/agents", json={"name": "Helper", "model": "gpt-test"} | agent, headers=tenant.admin
-    )
-    assert created.status_code == 201, created.text
-    thread = await client.post("/v1/threads", json={"agent_id": created.json()["id"]}, headers=tenant.admin)
-    return created.json(), thread.json()
-
-
-async def start(client: httpx.AsyncClient, tenant: Tenant, thread: dict, **body: Any) -> dict[str, Any]:
-    response = await client.post(f"/v1/threads/{thread['id']}/runs", json=body, headers=tenant.admin)
-    assert response.status_code == 201, response.text
-    return response.json()
-
-
-async def messages(client: httpx.AsyncClient, tenant: Tenant, thread: dict) -> list[dict[str, Any]]:
-    return (await client.get(f"/v1/threads/{thread['id']}/messages?limit=100", headers=tenant.admin)).json()["data"]
 
 
 async def test_the_offline_model_answers_without_any_provider(client: httpx.AsyncClient, tenant: Tenant) -> None:

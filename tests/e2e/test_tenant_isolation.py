@@ -1,18 +1,10 @@
 """Two organizations side by side: nothing one owns can be read, listed, changed or deleted by the other."""
 
-from collections.abc import AsyncIterator
-
 import httpx
 import pytest
 
 from tests.conftest import Tenant
 from tests.fakes.mcp_server import FakeMcpServer
-
-
-@pytest.fixture(scope="module")
-async def mcp_server() -> AsyncIterator[FakeMcpServer]:
-    async with FakeMcpServer() as server:
-        yield server
 
 
 @pytest.fixture
@@ -33,10 +25,14 @@ async def owned(
         json={"uri": "memo://notes", "import": True, "thread_id": thread["id"]},
         headers=owner.admin,
     )
+    other = (await client.post("/v1/threads", json={"agent_id": agent["id"]}, headers=owner.admin)).json()
+    run = await client.post(f"/v1/threads/{other['id']}/runs", json={"input": "hi"}, headers=owner.admin)
+    await client.get(f"/v1/runs/{run.json()['id']}/events", headers=owner.admin)  # until it is done
     return (
         owner,
         intruder,
         {
+            "run": run.json()["id"],
             "agent": agent["id"],
             "thread": thread["id"],
             "key": key["id"],
@@ -72,6 +68,12 @@ ROUTES = [
     ("GET", "/v1/agents/{agent}/sources", None),
     ("GET", "/v1/sources/{source}", None),
     ("GET", "/v1/sources/{source}/content", None),
+    ("POST", "/v1/threads/{thread}/runs", {"input": "injected"}),
+    ("GET", "/v1/threads/{thread}/runs", None),
+    ("GET", "/v1/runs/{run}", None),
+    ("GET", "/v1/runs/{run}/events", None),
+    ("POST", "/v1/runs/{run}/cancel", None),
+    ("POST", "/v1/runs/{run}/tool-results", {"tool_results": [{"tool_use_id": "x", "result": "y"}]}),
 ]
 
 
@@ -103,14 +105,24 @@ async def test_another_organizations_object_is_not_found(
         "unknown",
     )
     assert (await client.get(f"/v1/sources/{ids['source']}", headers=owner.admin)).json()["text"]
+    assert (await client.get(f"/v1/runs/{ids['run']}", headers=owner.admin)).json()["status"] == "completed"
 
 
 async def test_lists_show_only_the_callers_objects(
     client: httpx.AsyncClient, owned: tuple[Tenant, Tenant, dict[str, str]]
 ) -> None:
     owner, intruder, ids = owned
-    for url in ("/v1/agents", "/v1/threads", f"/v1/threads?agent_id={ids['agent']}", "/v1/mcp-integrations"):
+    for url in (
+        "/v1/agents",
+        "/v1/threads",
+        f"/v1/threads?agent_id={ids['agent']}",
+        "/v1/mcp-integrations",
+        "/v1/runs",
+        f"/v1/runs?agent_id={ids['agent']}",
+    ):
         assert (await client.get(url, headers=intruder.admin)).json()["data"] == [], url
+    foreign_thread = await client.get(f"/v1/runs?thread_id={ids['thread']}", headers=intruder.admin)
+    assert foreign_thread.status_code == 404
     intruder_keys = (await client.get("/v1/api-keys", headers=intruder.admin)).json()["data"]
     assert ids["key"] not in {k["id"] for k in intruder_keys}
     assert (await client.get("/v1/me", headers=intruder.admin)).json()["organization"]["slug"] == intruder.slug

@@ -1,0 +1,30 @@
+from collections.abc import AsyncIterator
+
+import pytest
+from dependency_injector import providers
+
+from infrastructure.container import Container
+from infrastructure.llm import language_model
+from tests.fakes.mcp_server import FakeMcpServer
+from tests.fakes.openai_server import FakeOpenAI
+
+
+@pytest.fixture(scope="module")
+async def mcp_server() -> AsyncIterator[FakeMcpServer]:
+    async with FakeMcpServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def openai(container: Container) -> AsyncIterator[FakeOpenAI]:
+    """Agents whose model is not the offline one talk to this fake provider, through the real SDK."""
+    async with FakeOpenAI() as fake:
+        model = language_model(
+            openai_api_key="sk-test", openai_base_url=fake.base_url, max_retries=2, timeout_seconds=10
+        )
+        container.llm.override(providers.Object(model))
+        try:
+            yield fake
+        finally:
+            container.llm.reset_override()
+            await model.aclose()

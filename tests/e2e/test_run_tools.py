@@ -1,0 +1,185 @@
+"""Runs with the other kinds of tools: sub-agents, sources, displayable tools, server-everything."""
+
+import asyncio
+from uuid import UUID
+
+import httpx
+from dependency_injector import providers
+
+from application.use_cases.runs import RecoverRuns
+from domain.runs import RunStatus
+from infrastructure.container import Container
+from tests.conftest import Tenant
+from tests.e2e.runs import agent_and_thread, messages, settle, start
+from tests.fakes.mcp_server import FakeMcpServer
+from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
+from tests.mcp_servers import everything
+
+
+async def test_an_agent_delegates_to_a_sub_agent_in_a_run_of_its_own(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
+) -> None:
+    researcher = (
+        await client.post("/v1/agents", json={"name": "Researcher", "model": "gpt-test"}, headers=tenant.admin)
+    ).json()
+    _, thread = await agent_and_thread(client, tenant, name="Lead", sub_agent_ids=[researcher["id"]])
+    openai.reply_tool_calls(FakeToolCall("agent__researcher", {"input": "Find the capital of Peru"}))
+    openai.reply_text("Lima.")  # the researcher's answer
+    openai.reply_text("The researcher says: Lima.")
+    run = await settle(client, tenant, (await start(client, tenant, thread, input="Capital of Peru?"))["id"])
+    assert run["status"] == "completed"
+    results = (await messages(client, tenant, thread))[2]["content"]
+    assert results[0]["result"] == "Lima."
+    child_runs = (await client.get("/v1/runs", params={"agent_id": researcher["id"]}, headers=tenant.admin)).json()[
+        "data"
+    ]
+    assert [(c["status"], c["parent_run_id"]) for c in child_runs] == [("completed", run["id"])]
+    assert openai.requests[1]["messages"][-1] == {"role": "user", "content": "Find the capital of Peru"}
+
+
+async def test_source_query_searches_what_the_thread_imported(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, mcp_server: FakeMcpServer
+) -> None:
+    integration = (
+        await client.post("/v1/mcp-integrations", json={"name": "Memo", "url": mcp_server.url}, headers=tenant.admin)
+    ).json()
+    _, thread = await agent_and_thread(
+        client, tenant, tools=[{"type": "source_query"}], mcp_integration_ids=[integration["id"]]
+    )
+    openai.reply_tool_calls(
+        FakeToolCall("retrieve_mcp_resource", {"integrationId": integration["id"], "uri": "memo://people.csv"})
+    )
+    openai.reply_tool_calls(
+        FakeToolCall("source_query", {"query": "Grace"}), FakeToolCall("source_query", {"query": "zebra"})
+    )
+    openai.reply_text("Grace lives in Arlington.")
+    run = await settle(client, tenant, (await start(client, tenant, thread, input="Where does Grace live?"))["id"])
+    assert run["status"] == "completed"
+    found, missing = (await messages(client, tenant, thread))[4]["content"]
+    assert "Grace,Arlington" in found["result"] and "[People" in found["result"]
+    assert missing["result"].startswith("No source mentions 'zebra'")
+
+
+async def test_a_displayable_tool_waits_for_the_client(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
+) -> None:
+    _, thread = await agent_and_thread(client, tenant, tools=[{"type": "send_email"}])
+    openai.reply_tool_calls(
+        FakeToolCall("send_email", {"to": ["ada@example.org"], "subject": "Hi", "body": "Hello"}, id="call_mail")
+    )
+    run = await settle(client, tenant, (await start(client, tenant, thread, input="Email Ada"))["id"])
+    assert run["status"] == "requires_action"
+    assert run["required_action"]["tool_calls"][0]["type"] == "send_email"
+    assert run["required_action"]["tool_calls"][0]["arguments"]["to"] == ["ada@example.org"]
+
+
+async def test_the_web_reader_keeps_to_the_outbound_guard(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
+) -> None:
+    _, thread = await agent_and_thread(client, tenant, tools=[{"type": "website_content"}])
+    openai.reply_tool_calls(FakeToolCall("website_content", {"url": "http://169.254.169.254/latest/meta-data"}))
+    openai.reply_text("I could not read it.")
+    run = await settle(client, tenant, (await start(client, tenant, thread, input="read it"))["id"])
+    assert run["status"] == "completed"
+    result = (await messages(client, tenant, thread))[2]["content"][0]["result"]
+    assert result.startswith("Fetching the page failed:") and "169.254.169.254" in result
+
+
+async def test_the_offline_model_calls_a_tool_when_asked_to(
+    client: httpx.AsyncClient, tenant: Tenant, mcp_server: FakeMcpServer
+) -> None:
+    integration = (
+        await client.post("/v1/mcp-integrations", json={"name": "Memo", "url": mcp_server.url}, headers=tenant.admin)
+    ).json()
+    _, thread = await agent_and_thread(
+        client, tenant, model="threadline-offline", mcp_integration_ids=[integration["id"]]
+    )
+    run = await settle(
+        client, tenant, (await start(client, tenant, thread, input='call memo__echo {"message": "hi"}'))["id"]
+    )
+    assert run["status"] == "completed" and len(run["steps"]) == 2
+    history = await messages(client, tenant, thread)
+    assert history[2]["content"][0]["result"] == "Echo: hi"
+    assert "Echo: hi" in history[3]["content"][0]["text"]
+
+
+async def test_a_run_uses_server_everything_over_stdio(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
+) -> None:
+    everything.require_everything()
+    integration = (
+        await client.post(
+            "/v1/mcp-integrations",
+            json={"name": "Everything", "transport": "stdio", "server": "everything"},
+            headers=tenant.admin,
+        )
+    ).json()
+    _, thread = await agent_and_thread(client, tenant, mcp_integration_ids=[integration["id"]])
+    openai.reply_tool_calls(
+        FakeToolCall("everything__get-sum", {"a": 20, "b": 22}),
+        FakeToolCall(
+            "retrieve_mcp_prompt",
+            {"integrationId": integration["id"], "promptName": "args-prompt", "arguments": {"city": "Paris"}},
+        ),
+    )
+    openai.reply_text("42, and Paris.")
+    run = await settle(client, tenant, (await start(client, tenant, thread, input="go"))["id"])
+    assert run["status"] == "completed", run
+    total, prompt = (await messages(client, tenant, thread))[2]["content"]
+    assert total["result"] == "The sum of 20 and 22 is 42."
+    assert prompt["result"].startswith("Prompt: args-prompt\n")
+    assert "1. User: What's weather in Paris" in prompt["result"]
+
+
+async def test_runs_in_flight_at_shutdown_are_marked_interrupted(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, container: Container
+) -> None:
+    _, thread = await agent_and_thread(client, tenant)
+    held = openai.hold()
+    run = await start(client, tenant, thread, input="long thought")
+    await asyncio.wait_for(held.received.wait(), 10)
+    interrupted = await container.run_executor().shutdown(grace_seconds=0)
+    container.run_executor.reset()  # later tests get a fresh executor
+    assert [str(r) for r in interrupted] == [run["id"]]
+    stored = (await client.get(f"/v1/runs/{run['id']}", headers=tenant.admin)).json()
+    assert stored["status"] == "failed" and stored["error"]["code"] == "interrupted"
+
+
+class RecordingExecutor:
+    def __init__(self) -> None:
+        self.submitted: list[str] = []
+
+    async def submit(self, org_id: object, run_id: object) -> None:
+        self.submitted.append(str(run_id))
+
+    async def cancel(self, run_id: object) -> bool:
+        return False
+
+
+async def test_at_start_queued_runs_resume_and_abandoned_ones_fail(
+    client: httpx.AsyncClient, tenant: Tenant, container: Container
+) -> None:
+    _, thread = await agent_and_thread(client, tenant, model="threadline-offline")
+    other_thread = (
+        await client.post("/v1/threads", json={"agent_id": thread["agent_id"]}, headers=tenant.admin)
+    ).json()
+    executor = RecordingExecutor()
+    container.run_executor.override(providers.Object(executor))
+    try:
+        queued = await start(client, tenant, thread, input="one")
+        abandoned = await start(client, tenant, other_thread, input="two")
+    finally:
+        container.run_executor.reset_override()
+    async with container.uow() as uow:  # a process that stopped mid-run left this one in progress
+        stored = await uow.runs.get(UUID(tenant.id), UUID(abandoned["id"]), for_update=True)
+        assert stored is not None
+        stored.start(stored.created_at)
+        await uow.runs.save(stored)
+        await uow.commit()
+    recorder = RecordingExecutor()
+    recover = RecoverRuns(container.uow(), container.clock(), container.run_event_bus(), recorder)
+    interrupted, resubmitted = await recover.execute()
+    assert (interrupted, resubmitted) >= (1, 1)
+    assert queued["id"] in recorder.submitted
+    after = (await client.get(f"/v1/runs/{abandoned['id']}", headers=tenant.admin)).json()
+    assert after["status"] == RunStatus.FAILED.value and after["error"]["code"] == "interrupted"
