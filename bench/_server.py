@@ -9,6 +9,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
@@ -45,8 +46,23 @@ def database(backend: str) -> Iterator[str]:
         asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+@dataclass(frozen=True)
+class RunningServer:
+    base_url: str
+    headers: dict[str, str]
+    """An admin key's auth header, for a new organization."""
+    pid: int
+
+    def peak_memory_mb(self) -> float:
+        """The process's peak resident memory so far (Linux)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+
 @contextmanager
-def server(database_url: str, extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, dict[str, str]]]:
+def server(database_url: str, extra_env: dict[str, str] | None = None) -> Iterator[RunningServer]:
     """Yields the base URL and an admin auth header of a new organization."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -58,7 +74,7 @@ def server(database_url: str, extra_env: dict[str, str] | None = None) -> Iterat
     )
     key = re.search(r"(tl_\S+)", created.stdout).group(1)  # type: ignore[union-attr]
     process = subprocess.Popen(
-        [THREADLINE, "serve", "--no-migrate", "--port", str(port)],
+        [*os.environ.get("THREADLINE_BENCH_SERVER_PREFIX", "").split(), THREADLINE, "serve", "--no-migrate", "--port", str(port)],
         env=env | {"THREADLINE_LOG_LEVEL": "INFO", "THREADLINE_LOG_FORMAT": "text"},
         stderr=subprocess.PIPE,
         text=True,
@@ -72,7 +88,7 @@ def server(database_url: str, extra_env: dict[str, str] | None = None) -> Iterat
             raise RuntimeError("server did not start")
         # Keep draining the server's log so it never blocks on a full pipe.
         drain = subprocess.Popen(["cat"], stdin=process.stderr, stdout=subprocess.DEVNULL)
-        yield f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}
+        yield RunningServer(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}, process.pid)
     finally:
         process.terminate()
         process.wait(timeout=30)

@@ -68,8 +68,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"concurrency {args.concurrency}, {args.requests} requests per endpoint, one server process")
     for backend in args.backends.split(","):
-        with database(backend) as url, server(url) as (base, headers):
-            for row in asyncio.run(_bench(base, headers, args.concurrency, args.requests, backend)):
+        with database(backend) as url, server(url) as running:
+            for row in asyncio.run(_bench(running.base_url, running.headers, args.concurrency, args.requests, backend)):
                 print(row, flush=True)
 
 

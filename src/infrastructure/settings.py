@@ -14,7 +14,7 @@ class Settings(BaseSettings):
         default="sqlite+aiosqlite:///./threadline.db",
         description="SQLAlchemy async URL; sqlite+aiosqlite:///file.db or postgresql+asyncpg://user@host/db",
     )
-    database_pool_size: int = Field(default=10, ge=1, le=200, description="Connections kept per process (PostgreSQL)")
+    database_pool_size: int = Field(default=20, ge=1, le=200, description="Connections kept per process (PostgreSQL)")
     host: str = Field(default="127.0.0.1", description="Address `threadline serve` listens on")
     port: int = Field(default=8000, ge=1, le=65535, description="Port `threadline serve` listens on")
     log_level: str = Field(default="INFO", description="Python log level name")

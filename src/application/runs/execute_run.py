@@ -4,6 +4,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -25,6 +26,7 @@ from domain.runs import (
     PendingToolCall,
     Run,
     RunErrorCode,
+    RunEvent,
     RunEventType,
     RunStatus,
     RunStep,
@@ -72,7 +74,7 @@ class ExecuteRun:
         begun = await self._begin(org_id, run_id)
         if begun is None:
             return None
-        run, agent, events = begun
+        run, agent, events, history = begun
         trace = self._tracer.start_run(
             name="run",
             run_id=str(run.id),
@@ -88,7 +90,7 @@ class ExecuteRun:
         if run.trace_id is None:
             run.trace_id = trace.trace_id
         try:
-            await self._loop(run, agent, events, trace, depth)
+            await self._loop(run, agent, events, trace, depth, history)
         except asyncio.CancelledError as cancelled:
             interrupted = INTERRUPTED in cancelled.args
             await self._settle_cancelled(run, events, interrupted=interrupted)
@@ -110,7 +112,7 @@ class ExecuteRun:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    async def _begin(self, org_id: OrgId, run_id: RunId) -> tuple[Run, Agent, RunEventStream] | None:
+    async def _begin(self, org_id: OrgId, run_id: RunId) -> tuple[Run, Agent, RunEventStream, list[Message]] | None:
         async with self._uow as uow:
             run = await uow.runs.get(org_id, run_id, for_update=True)
             if run is None or run.status not in (RunStatus.QUEUED, RunStatus.IN_PROGRESS):
@@ -129,13 +131,17 @@ class ExecuteRun:
                 run.start(now)
                 recorded.append(await events.record(uow, RunEventType.IN_PROGRESS, run_summary(run)))
             await uow.runs.save(run)
+            history = list(await uow.messages.list(org_id, run.thread_id, limit=HISTORY_LIMIT, after_position=None))
             await uow.commit()
         await events.publish(*recorded)
         if agent is None or run.status is not RunStatus.IN_PROGRESS:
             return None
-        return run, agent, events
+        return run, agent, events, history
 
-    async def _loop(self, run: Run, agent: Agent, events: RunEventStream, trace: RunTrace, depth: int) -> None:
+    async def _loop(
+        self, run: Run, agent: Agent, events: RunEventStream, trace: RunTrace, depth: int, history: list[Message]
+    ) -> None:
+        """`history` is the thread as loaded at the start; the loop appends what it adds, so it is read once."""
         tools = await self._assembler.assemble(agent, run.client_tools)
         for warning in tools.warnings:
             run.warn(warning)
@@ -143,12 +149,6 @@ class ExecuteRun:
             org_id=run.org_id, run_id=run.id, thread_id=run.thread_id, agent=agent, trace=trace, depth=depth
         )
         while True:
-            async with self._uow.read_only() as uow:
-                stored = await uow.runs.get(run.org_id, run.id)
-                history = await uow.messages.list(run.org_id, run.thread_id, limit=HISTORY_LIMIT, after_position=None)
-            if stored is not None and stored.cancel_requested:
-                await self._finish(run, events, RunStatus.CANCELLED)
-                return
             if run.step_count >= agent.max_steps:
                 await self._finish(
                     run,
@@ -158,13 +158,14 @@ class ExecuteRun:
                     f"the agent was still calling tools after {agent.max_steps} steps",
                 )
                 return
-            response = await self._call_model(run, agent, tools, history, events, trace)
+            message_id = MessageId(self._ids.new())
+            started = self._clock.now()
+            response = await self._call_model(run, agent, tools, history, events, trace, message_id)
             if response is None:
                 return
-            if not response.tool_calls:
-                await self._finish(run, events, RunStatus.COMPLETED, answer=response.text)
+            if not await self._record_answer(run, agent, tools, response, events, history, message_id, started):
                 return
-            if await self._call_tools(run, response.tool_calls, tools, context, events):
+            if await self._call_tools(run, response.tool_calls, tools, context, events, history):
                 return  # waiting for the client's tool results
 
     async def _call_model(
@@ -175,11 +176,10 @@ class ExecuteRun:
         history: Sequence[Message],
         events: RunEventStream,
         trace: RunTrace,
+        message_id: MessageId,
     ) -> ModelResponse | None:
-        message_id = MessageId(self._ids.new())
-        number = run.step_count + 1
         generation = trace.generation(
-            f"step {number}",
+            f"step {run.step_count + 1}",
             model=agent.model,
             model_parameters=agent.model_settings.as_dict(),
             input=[{"role": m.role.value, "content": m.text} for m in history[-20:]],
@@ -190,7 +190,6 @@ class ExecuteRun:
                 events.make(RunEventType.MESSAGE_DELTA, {"message_id": str(message_id), "text": delta})
             )
 
-        started = self._clock.now()
         try:
             response = await self._llm.complete(
                 ModelRequest(
@@ -215,12 +214,27 @@ class ExecuteRun:
             usage=response.usage,
             model=response.model or agent.model,
         )
+        return response
+
+    async def _record_answer(
+        self,
+        run: Run,
+        agent: Agent,
+        tools: AssembledTools,
+        response: ModelResponse,
+        events: RunEventStream,
+        history: list[Message],
+        message_id: MessageId,
+        started: datetime,
+    ) -> bool:
+        """Store the model's answer and the step in one transaction, with what follows from it: the run
+        completes, is cancelled (someone asked meanwhile), or goes on to its tool calls. True: it goes on."""
         content: list[ContentPart] = (
             [TextContent(text=response.text)] if response.text or not response.tool_calls else []
         )
         content += [ToolUseContent(id=c.id, name=c.name, params=dict(c.arguments)) for c in response.tool_calls]
         step = RunStep(
-            number=number,
+            number=run.step_count + 1,
             model=response.model or agent.model,
             usage=response.usage,
             finish_reason=response.finish_reason,
@@ -236,12 +250,37 @@ class ExecuteRun:
                 for c in response.tool_calls
             ),
         )
+        recorded = []
         async with self._uow as uow:
-            await self._append(uow, run, MessageRole.ASSISTANT, tuple(content), message_id)
-            run.record_step(step, self._clock.now())
+            history.append(await self._append(uow, run, MessageRole.ASSISTANT, tuple(content), message_id))
+            now = self._clock.now()
+            run.record_step(step, now)
+            if await uow.runs.cancel_requested(run.org_id, run.id):
+                run.cancel(now)
+                recorded.append(await events.record(uow, RunEventType.CANCELLED, run_summary(run)))
+            elif not response.tool_calls:
+                run.complete(now)
+                recorded.append(
+                    await events.record(uow, RunEventType.COMPLETED, run_summary(run) | {"answer": response.text})
+                )
+            else:
+                for call in response.tool_calls:
+                    recorded.append(
+                        await events.record(
+                            uow,
+                            RunEventType.TOOL_CALL_STARTED,
+                            {
+                                "tool_call_id": call.id,
+                                "name": call.name,
+                                "type": self._type_of(tools, call.name),
+                                "arguments": dict(call.arguments),
+                            },
+                        )
+                    )
             await uow.runs.save(run)
             await uow.commit()
-        return response
+        await events.publish(*recorded)
+        return run.status is RunStatus.IN_PROGRESS
 
     @staticmethod
     def _type_of(tools: AssembledTools, name: str) -> str:
@@ -288,41 +327,21 @@ class ExecuteRun:
         tools: AssembledTools,
         context: ToolContext,
         events: RunEventStream,
+        history: list[Message],
     ) -> bool:
         """Carry out the step's tool calls (in parallel when the agent allows), store their results in
         call order, and tell whether the run now waits for the client."""
-        async with self._uow as uow:
-            started = [
-                await events.record(
-                    uow,
-                    RunEventType.TOOL_CALL_STARTED,
-                    {
-                        "tool_call_id": c.id,
-                        "name": c.name,
-                        "type": self._type_of(tools, c.name),
-                        "arguments": dict(c.arguments),
-                    },
-                )
-                for c in calls
-            ]
-            await uow.commit()
-        await events.publish(*started)
+        completed: list[RunEvent] = []
 
         async def one(call: ModelToolCall) -> ToolOutcome:
             outcome = await self._call_tool(call, tools, context)
             if outcome.pending is None:
-                async with self._uow as uow:
-                    event = await events.record(
-                        uow,
-                        RunEventType.TOOL_CALL_COMPLETED,
-                        {
-                            "tool_call_id": call.id,
-                            "name": call.name,
-                            "is_error": outcome.is_error,
-                            "result": outcome.text,
-                        },
-                    )
-                    await uow.commit()
+                # Followers see it at once (the bus keeps it); it is stored with the step's results below.
+                event = events.make(
+                    RunEventType.TOOL_CALL_COMPLETED,
+                    {"tool_call_id": call.id, "name": call.name, "is_error": outcome.is_error, "result": outcome.text},
+                )
+                completed.append(event)
                 await events.publish(event)
             return outcome
 
@@ -345,8 +364,10 @@ class ExecuteRun:
         pending = tuple(o.pending for o in outcomes if o.pending is not None)
         recorded = []
         async with self._uow as uow:
+            for event in completed:
+                await uow.run_events.add(event, run.org_id)
             if results:
-                await self._append(uow, run, MessageRole.TOOL, results)
+                history.append(await self._append(uow, run, MessageRole.TOOL, results))
             now = self._clock.now()
             run.settle_tool_calls({r.tool_use_id for r in results if r.is_error}, now)
             if pending:

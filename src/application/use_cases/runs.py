@@ -3,7 +3,7 @@
 import asyncio
 import re
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
 from application.caller import Caller
@@ -176,6 +176,7 @@ class CancelRun:
                 published = await events.record(uow, RunEventType.CANCELLED, run_summary(run))
             else:
                 run.request_cancel(now)
+                await uow.runs.request_cancel(caller.org_id, run_id)
             await uow.runs.save(run)
             await uow.commit()
         if published is not None:
@@ -331,22 +332,29 @@ class FollowRun:
     async def execute(
         self, caller: Caller, run_id: RunId, after_seq: int = 0
     ) -> AbstractAsyncContextManager[RunFollower]:
-        async with self._uow.read_only() as uow:
-            if await uow.runs.get(caller.org_id, run_id) is None:
-                raise RunNotFound(f"run {run_id} not found")
-        return self._follow(caller, run_id, after_seq)
-
-    @asynccontextmanager
-    async def _follow(self, caller: Caller, run_id: RunId, after_seq: int) -> AsyncIterator[RunFollower]:
-        async with self._bus.subscribe(run_id) as subscription:
+        """Subscribes before reading what is stored, so nothing falls between the two."""
+        stack = AsyncExitStack()
+        subscription = await stack.enter_async_context(self._bus.subscribe(run_id))
+        try:
             async with self._uow.read_only() as uow:
-                stored = await uow.run_events.list(caller.org_id, run_id, after_seq=after_seq)
                 run = await uow.runs.get(caller.org_id, run_id)
-            first_held = subscription.backlog[0].seq if subscription.backlog else None
-            history = [e for e in stored if first_held is None or e.seq < first_held]
-            history += [e for e in subscription.backlog if e.seq > after_seq]
-            waiting = run is not None and (run.status.is_terminal or run.status is RunStatus.REQUIRES_ACTION)
-            yield RunFollower(history=history, subscription=subscription, settled=waiting)
+                stored = await uow.run_events.list(caller.org_id, run_id, after_seq=after_seq) if run else []
+            if run is None:
+                raise RunNotFound(f"run {run_id} not found")
+        except BaseException:
+            await stack.aclose()
+            raise
+        first_held = subscription.backlog[0].seq if subscription.backlog else None
+        history = [e for e in stored if first_held is None or e.seq < first_held]
+        history += [e for e in subscription.backlog if e.seq > after_seq]
+        settled = run.status.is_terminal or run.status is RunStatus.REQUIRES_ACTION
+        return _holding(RunFollower(history=history, subscription=subscription, settled=settled), stack)
+
+
+@asynccontextmanager
+async def _holding(follower: RunFollower, stack: AsyncExitStack) -> AsyncIterator[RunFollower]:
+    async with stack:
+        yield follower
 
 
 class RecoverRuns:

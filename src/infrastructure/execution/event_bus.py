@@ -34,11 +34,16 @@ class _Subscription:
 class InMemoryRunEventBus:
     def __init__(self) -> None:
         self._channels: dict[RunId, _Channel] = {}
+        self._ended: deque[tuple[float, RunId]] = deque()
 
     async def publish(self, event: RunEvent) -> None:
         channel = self._channels.setdefault(event.run_id, _Channel())
         channel.backlog.append(event)
-        channel.ended_at = time.monotonic() if event.type.ends_stream else None
+        if event.type.ends_stream:
+            channel.ended_at = time.monotonic()
+            self._ended.append((channel.ended_at, event.run_id))
+        else:
+            channel.ended_at = None
         for follower in channel.followers:
             follower.put_nowait(event)
         self._forget_ended()
@@ -52,9 +57,14 @@ class InMemoryRunEventBus:
             yield subscription
         finally:
             channel.followers.remove(subscription.queue)
+            if not channel.followers and not channel.backlog:
+                self._channels.pop(run_id, None)
 
     def _forget_ended(self) -> None:
+        """Drop the backlog of runs that ended a while ago (oldest first; a run that went on is kept)."""
         horizon = time.monotonic() - KEEP_AFTER_END_SECONDS
-        for run_id, channel in list(self._channels.items()):
-            if channel.ended_at is not None and channel.ended_at < horizon and not channel.followers:
+        while self._ended and self._ended[0][0] < horizon:
+            ended_at, run_id = self._ended.popleft()
+            channel = self._channels.get(run_id)
+            if channel is not None and channel.ended_at == ended_at and not channel.followers:
                 del self._channels[run_id]

@@ -2,7 +2,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -54,6 +54,9 @@ def _values(agent: Agent) -> dict[str, Any]:
     }
 
 
+_GET = select(agents).where(agents.c.org_id == bindparam("p_org"), agents.c.id == bindparam("p_id"))
+
+
 class SqlAgentRepository:
     def __init__(self, connection: AsyncConnection) -> None:
         self._conn = connection
@@ -63,9 +66,7 @@ class SqlAgentRepository:
         await self._write(insert(agents).values(**values), agent.slug)
 
     async def get(self, org_id: OrgId, agent_id: AgentId) -> Agent | None:
-        row = (
-            await self._conn.execute(select(agents).where(agents.c.org_id == org_id, agents.c.id == agent_id))
-        ).first()
+        row = (await self._conn.execute(_GET, {"p_org": org_id, "p_id": agent_id})).first()
         return _to_entity(row) if row else None
 
     async def list(self, org_id: OrgId, *, limit: int, after: AgentId | None) -> Sequence[Agent]:

@@ -1,7 +1,7 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.api_keys import ApiKey, Role
@@ -22,6 +22,9 @@ def _to_entity(row: Any) -> ApiKey:
         revoked_at=utc(row.revoked_at),
         last_used_at=utc(row.last_used_at),
     )
+
+
+_BY_PREFIX = select(api_keys).where(api_keys.c.prefix == bindparam("p_prefix"))
 
 
 class SqlApiKeyRepository:
@@ -49,7 +52,7 @@ class SqlApiKeyRepository:
         return _to_entity(row) if row else None
 
     async def find_by_prefix(self, prefix: str) -> ApiKey | None:
-        row = (await self._conn.execute(select(api_keys).where(api_keys.c.prefix == prefix))).first()
+        row = (await self._conn.execute(_BY_PREFIX, {"p_prefix": prefix})).first()
         return _to_entity(row) if row else None
 
     async def list(self, org_id: OrgId, *, limit: int, after: ApiKeyId | None) -> Sequence[ApiKey]:

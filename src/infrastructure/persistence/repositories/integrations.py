@@ -1,7 +1,7 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -71,6 +71,14 @@ def _values(integration: McpIntegration) -> dict[str, Any]:
     }
 
 
+_GET = select(table).where(table.c.org_id == bindparam("p_org"), table.c.id == bindparam("p_id"))
+_GET_MANY = (
+    select(table)
+    .where(table.c.org_id == bindparam("p_org"), table.c.id.in_(bindparam("p_ids", expanding=True)))
+    .order_by(table.c.id)
+)
+
+
 class SqlMcpIntegrationRepository:
     def __init__(self, connection: AsyncConnection) -> None:
         self._conn = connection
@@ -84,8 +92,7 @@ class SqlMcpIntegrationRepository:
         await self._write(insert(table).values(**values), integration.slug)
 
     async def get(self, org_id: OrgId, integration_id: IntegrationId) -> McpIntegration | None:
-        query = select(table).where(table.c.org_id == org_id, table.c.id == integration_id)
-        row = (await self._conn.execute(query)).first()
+        row = (await self._conn.execute(_GET, {"p_org": org_id, "p_id": integration_id})).first()
         return _to_entity(row) if row else None
 
     async def list(self, org_id: OrgId, *, limit: int, after: IntegrationId | None) -> Sequence[McpIntegration]:
@@ -97,8 +104,7 @@ class SqlMcpIntegrationRepository:
     async def get_many(self, org_id: OrgId, ids: Sequence[IntegrationId]) -> Sequence[McpIntegration]:
         if not ids:
             return []
-        query = select(table).where(table.c.org_id == org_id, table.c.id.in_(list(ids))).order_by(table.c.id)
-        return [_to_entity(row) for row in await self._conn.execute(query)]
+        return [_to_entity(row) for row in await self._conn.execute(_GET_MANY, {"p_org": org_id, "p_ids": list(ids)})]
 
     async def save(self, integration: McpIntegration) -> None:
         query = (

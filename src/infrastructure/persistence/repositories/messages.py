@@ -1,7 +1,7 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.ids import MessageId, OrgId, RunId, ThreadId
@@ -23,33 +23,38 @@ def _to_entity(row: Any) -> Message:
     )
 
 
+_INSERT = insert(messages)
+_LIST = (
+    select(messages)
+    .where(messages.c.org_id == bindparam("p_org"), messages.c.thread_id == bindparam("p_thread"))
+    .order_by(messages.c.position)
+    .limit(bindparam("p_limit"))
+)
+_LIST_AFTER = _LIST.where(messages.c.position > bindparam("p_after"))
+
+
 class SqlMessageRepository:
     def __init__(self, connection: AsyncConnection) -> None:
         self._conn = connection
 
     async def add(self, message: Message) -> None:
         await self._conn.execute(
-            insert(messages).values(
-                id=message.id,
-                org_id=message.org_id,
-                thread_id=message.thread_id,
-                run_id=message.run_id,
-                role=message.role.value,
-                content=[part_to_dict(p) for p in message.content],
-                position=message.position,
-                created_at=message.created_at,
-            )
+            _INSERT,
+            {
+                "id": message.id,
+                "org_id": message.org_id,
+                "thread_id": message.thread_id,
+                "run_id": message.run_id,
+                "role": message.role.value,
+                "content": [part_to_dict(p) for p in message.content],
+                "position": message.position,
+                "created_at": message.created_at,
+            },
         )
 
     async def list(
         self, org_id: OrgId, thread_id: ThreadId, *, limit: int, after_position: int | None
     ) -> Sequence[Message]:
-        query = (
-            select(messages)
-            .where(messages.c.org_id == org_id, messages.c.thread_id == thread_id)
-            .order_by(messages.c.position)
-            .limit(limit)
-        )
-        if after_position is not None:
-            query = query.where(messages.c.position > after_position)
-        return [_to_entity(row) for row in await self._conn.execute(query)]
+        params = {"p_org": org_id, "p_thread": thread_id, "p_limit": limit, "p_after": after_position}
+        query = _LIST if after_position is None else _LIST_AFTER
+        return [_to_entity(row) for row in await self._conn.execute(query, params)]

@@ -2,7 +2,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -95,11 +95,35 @@ def _values(run: Run) -> dict[str, Any]:
         "error_message": run.error.message if run.error else None,
         "warnings": list(run.warnings),
         "trace_id": run.trace_id,
-        "cancel_requested": run.cancel_requested,
         "updated_at": run.updated_at,
         "started_at": run.started_at,
         "ended_at": run.ended_at,
     }
+
+
+# Built once: the statements a run uses many times skip construction and cache-key work on each call.
+_WHERE = (runs.c.org_id == bindparam("p_org"), runs.c.id == bindparam("p_id"))
+_GET = select(runs).where(*_WHERE)
+_GET_FOR_UPDATE = _GET.with_for_update()
+_SAVE = update(runs).where(*_WHERE)
+_INSERT = insert(runs)
+_CANCEL_REQUESTED = select(runs.c.cancel_requested).where(*_WHERE)
+_ACTIVE_IN_THREAD = (
+    select(runs)
+    .where(runs.c.org_id == bindparam("p_org"), runs.c.thread_id == bindparam("p_thread"), runs.c.status.in_(_ACTIVE))
+    .limit(1)
+)
+_EVENT_INSERT = insert(run_events)
+_LAST_SEQ = select(func.max(run_events.c.seq)).where(run_events.c.run_id == bindparam("p_run"))
+_EVENTS = (
+    select(run_events)
+    .where(
+        run_events.c.org_id == bindparam("p_org"),
+        run_events.c.run_id == bindparam("p_run"),
+        run_events.c.seq > bindparam("p_after"),
+    )
+    .order_by(run_events.c.seq)
+)
 
 
 class SqlRunRepository:
@@ -114,20 +138,19 @@ class SqlRunRepository:
             "agent_id": run.agent_id,
             "parent_run_id": run.parent_run_id,
             "idempotency_key": run.idempotency_key,
+            "cancel_requested": run.cancel_requested,
             "created_at": run.created_at,
         }
         try:
-            await self._conn.execute(insert(runs).values(**values))
+            await self._conn.execute(_INSERT, values)
         except IntegrityError as error:
             if violated_unique(error, runs) != "uq_runs_org_id_idempotency_key":
                 raise
             raise IdempotencyConflict("a run with this idempotency key exists") from None
 
     async def get(self, org_id: OrgId, run_id: RunId, *, for_update: bool = False) -> Run | None:
-        query = select(runs).where(runs.c.org_id == org_id, runs.c.id == run_id)
-        if for_update:
-            query = query.with_for_update()
-        row = (await self._conn.execute(query)).first()
+        query = _GET_FOR_UPDATE if for_update else _GET
+        row = (await self._conn.execute(query, {"p_org": org_id, "p_id": run_id})).first()
         return _to_entity(row) if row else None
 
     async def find_by_idempotency_key(self, org_id: OrgId, key: str) -> Run | None:
@@ -157,12 +180,7 @@ class SqlRunRepository:
         return [_to_entity(row) for row in await self._conn.execute(query)]
 
     async def active_in_thread(self, org_id: OrgId, thread_id: ThreadId) -> Run | None:
-        query = (
-            select(runs)
-            .where(runs.c.org_id == org_id, runs.c.thread_id == thread_id, runs.c.status.in_(_ACTIVE))
-            .limit(1)
-        )
-        row = (await self._conn.execute(query)).first()
+        row = (await self._conn.execute(_ACTIVE_IN_THREAD, {"p_org": org_id, "p_thread": thread_id})).first()
         return _to_entity(row) if row else None
 
     async def unfinished(self, limit: int) -> Sequence[Run]:
@@ -174,10 +192,16 @@ class SqlRunRepository:
         )
         return [_to_entity(row) for row in await self._conn.execute(query)]
 
-    async def save(self, run: Run) -> None:
+    async def request_cancel(self, org_id: OrgId, run_id: RunId) -> None:
         await self._conn.execute(
-            update(runs).where(runs.c.org_id == run.org_id, runs.c.id == run.id).values(**_values(run))
+            update(runs).where(runs.c.org_id == org_id, runs.c.id == run_id).values(cancel_requested=True)
         )
+
+    async def cancel_requested(self, org_id: OrgId, run_id: RunId) -> bool:
+        return bool((await self._conn.execute(_CANCEL_REQUESTED, {"p_org": org_id, "p_id": run_id})).scalar())
+
+    async def save(self, run: Run) -> None:
+        await self._conn.execute(_SAVE, {"p_org": run.org_id, "p_id": run.id, **_values(run)})
 
 
 class SqlRunEventRepository:
@@ -186,22 +210,19 @@ class SqlRunEventRepository:
 
     async def add(self, event: RunEvent, org_id: OrgId) -> None:
         await self._conn.execute(
-            insert(run_events).values(
-                run_id=event.run_id,
-                seq=event.seq,
-                org_id=org_id,
-                type=event.type.value,
-                data=dict(event.data),
-                created_at=event.created_at,
-            )
+            _EVENT_INSERT,
+            {
+                "run_id": event.run_id,
+                "seq": event.seq,
+                "org_id": org_id,
+                "type": event.type.value,
+                "data": dict(event.data),
+                "created_at": event.created_at,
+            },
         )
 
     async def list(self, org_id: OrgId, run_id: RunId, *, after_seq: int = 0) -> Sequence[RunEvent]:
-        query = (
-            select(run_events)
-            .where(run_events.c.org_id == org_id, run_events.c.run_id == run_id, run_events.c.seq > after_seq)
-            .order_by(run_events.c.seq)
-        )
+        rows = await self._conn.execute(_EVENTS, {"p_org": org_id, "p_run": run_id, "p_after": after_seq})
         return [
             RunEvent(
                 run_id=RunId(row.run_id),
@@ -210,11 +231,9 @@ class SqlRunEventRepository:
                 data=row.data,
                 created_at=utc_required(row.created_at),
             )
-            for row in await self._conn.execute(query)
+            for row in rows
         ]
 
     async def last_seq(self, run_id: RunId) -> int:
-        value = (
-            await self._conn.execute(select(func.max(run_events.c.seq)).where(run_events.c.run_id == run_id))
-        ).scalar()
+        value = (await self._conn.execute(_LAST_SEQ, {"p_run": run_id})).scalar()
         return int(value or 0)

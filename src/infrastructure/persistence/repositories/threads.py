@@ -1,7 +1,7 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.ids import AgentId, OrgId, ThreadId
@@ -23,6 +23,12 @@ def _to_entity(row: Any) -> Thread:
     )
 
 
+# Built once: the statements a run uses many times skip construction and cache-key work on each call.
+_GET = select(threads).where(threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_id"))
+_GET_FOR_UPDATE = _GET.with_for_update()
+_SAVE = update(threads).where(threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_id"))
+
+
 class SqlThreadRepository:
     def __init__(self, connection: AsyncConnection) -> None:
         self._conn = connection
@@ -42,10 +48,8 @@ class SqlThreadRepository:
         )
 
     async def get(self, org_id: OrgId, thread_id: ThreadId, *, for_update: bool = False) -> Thread | None:
-        query = select(threads).where(threads.c.org_id == org_id, threads.c.id == thread_id)
-        if for_update:
-            query = query.with_for_update()
-        row = (await self._conn.execute(query)).first()
+        query = _GET_FOR_UPDATE if for_update else _GET
+        row = (await self._conn.execute(query, {"p_org": org_id, "p_id": thread_id})).first()
         return _to_entity(row) if row else None
 
     async def list(
@@ -60,15 +64,16 @@ class SqlThreadRepository:
 
     async def save(self, thread: Thread) -> None:
         await self._conn.execute(
-            update(threads)
-            .where(threads.c.org_id == thread.org_id, threads.c.id == thread.id)
-            .values(
-                agent_id=thread.agent_id,
-                title=thread.title,
-                metadata=thread.metadata,
-                message_count=thread.message_count,
-                updated_at=thread.updated_at,
-            )
+            _SAVE,
+            {
+                "p_org": thread.org_id,
+                "p_id": thread.id,
+                "agent_id": thread.agent_id,
+                "title": thread.title,
+                "metadata": thread.metadata,
+                "message_count": thread.message_count,
+                "updated_at": thread.updated_at,
+            },
         )
 
     async def delete(self, org_id: OrgId, thread_id: ThreadId) -> None:
