@@ -7,6 +7,7 @@ import httpx
 import pytest
 from asgi_lifespan import LifespanManager
 from dependency_injector import providers
+from fastapi import FastAPI
 
 from application.use_cases.organizations import CreateOrganizationCommand
 from infrastructure.container import Container
@@ -14,6 +15,7 @@ from infrastructure.http.app import create_app
 from infrastructure.persistence import migrations
 from infrastructure.settings import Settings
 from tests.databases import fresh_database
+from tests.fakes.loopback import LoopbackServer
 from tests.mcp_servers import everything
 
 
@@ -58,13 +60,23 @@ def container(settings: Settings) -> Container:
 
 
 @pytest.fixture(scope="session")
-async def client(container: Container) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(container)
-    async with (
-        LifespanManager(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://threadline.test") as http,
-    ):
+async def app(container: Container) -> AsyncIterator[FastAPI]:
+    application = create_app(container)
+    async with LifespanManager(application):
+        yield application
+
+
+@pytest.fixture(scope="session")
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://threadline.test") as http:
         yield http
+
+
+@pytest.fixture(scope="session")
+async def live_url(app: FastAPI) -> AsyncIterator[str]:
+    """The same application, served over real HTTP on loopback (its lifespan is already running)."""
+    async with LoopbackServer(app, lifespan="off") as server:
+        yield server.base_url
 
 
 @dataclass(frozen=True)

@@ -117,3 +117,11 @@ class ThreadBusy(Conflict):
 
 class IdempotencyConflict(Conflict):
     """Another run already holds this idempotency key (raised by the repository, resolved by the use case)."""
+
+
+class PromptTemplateNotFound(NotFound):
+    pass
+
+
+class PublishedNotFound(NotFound):
+    """No published agent or template has that MCP name."""

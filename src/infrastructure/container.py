@@ -1,9 +1,12 @@
 """The composition root: every adapter and use case is wired here, and only here."""
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from dependency_injector import containers, providers
 
+from application.caller import Caller
+from application.runs.ask import AskAgent
 from application.runs.execute_run import ExecuteRun, RunLimits
 from application.runs.mcp_calls import McpPromptRetrieval, McpResourceRetrieval, McpToolCall
 from application.runs.native_calls import (
@@ -37,7 +40,16 @@ from application.use_cases.mcp_operations import (
     ReadMcpResource,
     RetrieveMcpResource,
 )
+from application.use_cases.mcp_publishing import CallPublishedTool, CompleteArgument, GetPublishedPrompt, ListPublished
 from application.use_cases.organizations import CreateOrganization, FindOrganization, GetMe
+from application.use_cases.prompt_templates import (
+    CreatePromptTemplate,
+    DeletePromptTemplate,
+    GetPromptTemplate,
+    ListPromptTemplates,
+    RenderPromptTemplate,
+    UpdatePromptTemplate,
+)
 from application.use_cases.runs import (
     CancelRun,
     CreateRun,
@@ -66,6 +78,9 @@ from infrastructure.llm import language_model
 from infrastructure.mcp.gateway import SdkMcpGateway
 from infrastructure.mcp.operator_servers import OperatorServerRegistry
 from infrastructure.mcp.outbound import NetworkPolicy
+from infrastructure.mcp_server.endpoint import McpEndpoint
+from infrastructure.mcp_server.server import PublishingServer
+from infrastructure.mcp_server.wiring import HostCheck
 from infrastructure.native_tools.commands import OperatorCommandRunner
 from infrastructure.native_tools.python_sandbox import SubprocessPythonSandbox
 from infrastructure.native_tools.web_page import HttpWebPageReader
@@ -73,11 +88,19 @@ from infrastructure.native_tools.web_search import SearxngWebSearch
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.readiness import DatabaseReadiness
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
+from infrastructure.prompt_registry import PromptFileRegistry
 from infrastructure.security.api_keys import Sha256KeyHasher
 from infrastructure.security.keys import secret_keys
 from infrastructure.security.secret_box import FernetSecretBox
 from infrastructure.settings import Settings
 from infrastructure.system import SystemClock, Uuid7Generator
+
+
+def _authenticator(make: Callable[[], AuthenticateApiKey]) -> Callable[[str | None], Awaitable[Caller]]:
+    async def authenticate(token: str | None) -> Caller:
+        return await make().execute(token)
+
+    return authenticate
 
 
 class Container(containers.DeclarativeContainer):
@@ -255,6 +278,41 @@ class Container(containers.DeclarativeContainer):
     )
     list_run_events = providers.Factory(ListRunEvents, uow=uow)
     follow_run = providers.Factory(FollowRun, uow=uow, bus=run_event_bus)
+    # -- prompt templates and /mcp ------------------------------------------------------------------
+    prompt_files = providers.Singleton(
+        PromptFileRegistry,
+        directory=settings.provided.prompts_dir,
+        org_slug=settings.provided.prompts_org,
+        default_agent=settings.provided.prompts_agent,
+        uow=uow.provider,
+    )
+    create_prompt_template = providers.Factory(CreatePromptTemplate, uow=uow, clock=clock, files=prompt_files)
+    update_prompt_template = providers.Factory(UpdatePromptTemplate, uow=uow, clock=clock, files=prompt_files)
+    delete_prompt_template = providers.Factory(DeletePromptTemplate, uow=uow, files=prompt_files)
+    list_prompt_templates = providers.Factory(ListPromptTemplates, uow=uow, files=prompt_files)
+    get_prompt_template = providers.Factory(GetPromptTemplate, uow=uow, files=prompt_files)
+    render_prompt_template = providers.Factory(RenderPromptTemplate, uow=uow, files=prompt_files)
+    ask_agent = providers.Factory(AskAgent, uow=uow, clock=clock, ids=ids, bus=run_event_bus, runs=execute_run)
+    list_published = providers.Factory(ListPublished, uow=uow, files=prompt_files)
+    call_published_tool = providers.Factory(CallPublishedTool, uow=uow, clock=clock, files=prompt_files, ask=ask_agent)
+    get_published_prompt = providers.Factory(GetPublishedPrompt, uow=uow, files=prompt_files)
+    complete_argument = providers.Factory(CompleteArgument, uow=uow, files=prompt_files)
+    publishing_server = providers.Singleton(
+        PublishingServer,
+        list_published=list_published.provider,
+        call_tool=call_published_tool.provider,
+        get_prompt=get_published_prompt.provider,
+        complete=complete_argument.provider,
+    )
+    mcp_endpoint = providers.Singleton(
+        McpEndpoint,
+        publishing=publishing_server,
+        authenticate=providers.Callable(
+            lambda make: lambda token: make().execute(token), authenticate_api_key.provider
+        ),
+        hosts=providers.Callable(HostCheck.of, settings),
+    )
+
     recover_runs = providers.Factory(RecoverRuns, uow=uow, clock=clock, bus=run_event_bus, executor=run_executor)
     get_source = providers.Factory(GetSource, uow=uow)
 
@@ -269,6 +327,10 @@ async def shutdown(container: Container) -> None:
     if hasattr(tracer, "shutdown"):
         await tracer.shutdown()
     container.tracer.reset()
+    await container.prompt_files().stop()
+    container.prompt_files.reset()
+    container.publishing_server.reset()
+    container.mcp_endpoint.reset()
     await container.mcp_gateway().close()
     container.mcp_gateway.reset()
     await container.database().dispose()

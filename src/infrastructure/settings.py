@@ -66,6 +66,20 @@ class Settings(BaseSettings):
     commands_file: Path | None = Field(
         default=None, description="YAML or JSON file of the operator's commands agents may run"
     )
+    mcp_allowed_hosts: str = Field(
+        default="127.0.0.1:*,localhost:*,[::1]:*",
+        description="Host headers /mcp accepts (DNS rebinding protection), comma-separated, `name:*` for any port; "
+        "`*` turns the check off",
+    )
+    mcp_allowed_origins: str = Field(
+        default="http://127.0.0.1:*,http://localhost:*,http://[::1]:*",
+        description="Origin headers /mcp accepts from browsers, comma-separated; `*` turns the check off",
+    )
+    prompts_dir: Path | None = Field(default=None, description="Directory of prompt templates (*.yaml, *.chatmd)")
+    prompts_org: str | None = Field(default=None, description="Slug of the organization the prompts directory serves")
+    prompts_agent: str | None = Field(
+        default=None, description="Slug of the agent that answers file templates which name none"
+    )
     web_allowed_networks: str = Field(
         default="", description="Comma-separated CIDRs website_content may reach although private or loopback"
     )
@@ -77,6 +91,10 @@ class Settings(BaseSettings):
     @property
     def allowed_networks(self) -> list[str]:
         return _networks(self.mcp_allowed_networks)
+
+    @property
+    def mcp_security(self) -> tuple[list[str], list[str]]:
+        return _networks(self.mcp_allowed_hosts), _networks(self.mcp_allowed_origins)
 
     @property
     def web_networks(self) -> list[str]:

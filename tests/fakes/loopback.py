@@ -13,13 +13,13 @@ from starlette.types import ASGIApp
 
 
 class LoopbackServer:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, lifespan: str = "auto") -> None:
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind(("127.0.0.1", 0))
         self._socket.listen(1024)
         self.port: int = self._socket.getsockname()[1]
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="auto"))
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
         self._task: asyncio.Task[None] | None = None
 
     @property

@@ -12,6 +12,7 @@ from domain.ids import AgentId, ApiKeyId, IntegrationId, OrgId, RunId, SourceId,
 from domain.integrations import McpIntegration
 from domain.messages import Message
 from domain.organizations import Organization
+from domain.prompt_templates import PromptTemplate
 from domain.runs import Run, RunEvent, RunStatus
 from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin
 from domain.threads import Thread
@@ -40,6 +41,11 @@ class ApiKeyRepository(Protocol):
 class AgentRepository(Protocol):
     async def add(self, agent: Agent) -> None: ...
     async def get(self, org_id: OrgId, agent_id: AgentId) -> Agent | None: ...
+    async def get_by_slug(self, org_id: OrgId, slug: str) -> Agent | None: ...
+    async def published(self, org_id: OrgId) -> Sequence[Agent]:
+        """The agents published as MCP tools and prompts."""
+        ...
+
     async def list(self, org_id: OrgId, *, limit: int, after: AgentId | None) -> Sequence[Agent]: ...
     async def existing_ids(self, org_id: OrgId, ids: Sequence[AgentId]) -> set[AgentId]: ...
     async def referencing_sub_agent(self, org_id: OrgId, agent_id: AgentId) -> Sequence[Agent]: ...
@@ -154,6 +160,26 @@ class RunEventRepository(Protocol):
     async def last_seq(self, run_id: RunId) -> int: ...
 
 
+class PromptTemplateRepository(Protocol):
+    async def add(self, template: PromptTemplate) -> None:
+        """Raises SlugTaken when the organization has a template of that name."""
+        ...
+
+    async def get(self, org_id: OrgId, name: str) -> PromptTemplate | None: ...
+    async def list(self, org_id: OrgId) -> Sequence[PromptTemplate]: ...
+    async def save(self, template: PromptTemplate, previous_name: str) -> None: ...
+    async def delete(self, org_id: OrgId, name: str) -> None: ...
+
+
+class ArgumentValueRepository(Protocol):
+    """Values an organization gave a template's arguments, for completion."""
+
+    async def remember(
+        self, org_id: OrgId, template: str, argument: str, values: Sequence[str], at: datetime
+    ) -> None: ...
+    async def suggest(self, org_id: OrgId, template: str, argument: str, prefix: str, limit: int) -> Sequence[str]: ...
+
+
 class UnitOfWork(Protocol):
     """One short transaction. Nothing is written unless `commit` is called before leaving.
 
@@ -170,6 +196,8 @@ class UnitOfWork(Protocol):
     sources: SourceRepository
     runs: RunRepository
     run_events: RunEventRepository
+    prompt_templates: PromptTemplateRepository
+    argument_values: ArgumentValueRepository
 
     def read_only(self) -> "UnitOfWork":
         """A unit of work for reading only: it never waits for writers, and cannot commit."""

@@ -443,7 +443,7 @@ class ExecuteRun:
         await self._bus.publish(created)
         finished = await self.execute(context.org_id, child.id, depth=context.depth + 1)
         if finished is not None and finished.status is RunStatus.REQUIRES_ACTION:
-            await self._cancel_waiting(finished)
+            await self.cancel_waiting(finished)
         if finished is None or finished.status is not RunStatus.COMPLETED:
             reason = finished.error.message if finished and finished.error else "it needs tools that the client runs"
             span.end(level=Level.ERROR, status_message=reason, metadata={"childRunId": str(child.id)})
@@ -459,7 +459,8 @@ class ExecuteRun:
         answers = [m.text for m in messages if m.run_id == run.id and m.role is MessageRole.ASSISTANT and m.text]
         return answers[-1] if answers else ""
 
-    async def _cancel_waiting(self, run: Run) -> None:
+    async def cancel_waiting(self, run: Run) -> None:
+        """Cancel a run that waits for client tools no one will run (a delegated or published run)."""
         async with self._uow as uow:
             events = await RunEventStream.resume(uow, run.org_id, run.id, self._bus, self._clock)
             stored = await uow.runs.get(run.org_id, run.id, for_update=True)

@@ -3,6 +3,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from infrastructure.container import Container, shutdown
 from infrastructure.http.body_limit import BodyLimitMiddleware
@@ -13,6 +14,7 @@ from infrastructure.http.routers import (
     health,
     integrations,
     me,
+    prompt_templates,
     runs,
     sources,
     threads,
@@ -20,7 +22,7 @@ from infrastructure.http.routers import (
 )
 
 logger = logging.getLogger(__name__)
-ROUTERS = (health, me, api_keys, agents, threads, tools, integrations, sources, runs)
+ROUTERS = (health, me, api_keys, agents, threads, tools, integrations, sources, runs, prompt_templates)
 
 
 def create_app(container: Container | None = None) -> FastAPI:
@@ -28,14 +30,20 @@ def create_app(container: Container | None = None) -> FastAPI:
     container = container or Container()
     container.wire(modules=[*ROUTERS, "infrastructure.http.auth"])
 
+    endpoint = container.mcp_endpoint()
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if container.settings().recover_runs:
             interrupted, resubmitted = await container.recover_runs().execute()
             if interrupted or resubmitted:
                 logger.info("recovered runs", extra={"interrupted": interrupted, "resubmitted": resubmitted})
+        files = container.prompt_files()
+        files.on_change(container.publishing_server().catalog_changed)
+        await files.start()
         try:
-            yield
+            async with endpoint.running():
+                yield
         finally:
             await shutdown(container)
 
@@ -50,4 +58,7 @@ def create_app(container: Container | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings().max_request_bytes)
     for module in ROUTERS:
         app.include_router(module.router)
+    # The MCP endpoint is a plain ASGI app (the SDK's transport) behind API key authentication.
+    for path in ("/mcp", "/mcp/"):
+        app.router.routes.append(Route(path, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False))
     return app

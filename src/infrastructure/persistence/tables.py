@@ -200,3 +200,27 @@ run_events = Table(
     Column("data", Json, nullable=False),
     _timestamp("created_at"),
 )
+
+prompt_templates = Table(
+    "prompt_templates",
+    metadata,
+    Column("org_id", Uuid, ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True),
+    Column("name", String(64), primary_key=True),
+    Column("description", Text, nullable=False),
+    Column("arguments", Json, nullable=False),
+    Column("messages", Json, nullable=False),
+    Column("agent_id", Uuid, ForeignKey("agents.id", ondelete="SET NULL"), nullable=True),
+    _timestamp("created_at"),
+    _timestamp("updated_at"),
+)
+
+prompt_argument_values = Table(
+    "prompt_argument_values",
+    metadata,
+    Column("org_id", Uuid, ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True),
+    Column("template", String(64), primary_key=True),
+    Column("argument", String(64), primary_key=True),
+    Column("value", String(500), primary_key=True),
+    _timestamp("last_used_at"),
+    Index("ix_prompt_argument_values_recent", "org_id", "template", "argument", "last_used_at"),
+)

@@ -11,6 +11,10 @@ from infrastructure.persistence.repositories.api_keys import SqlApiKeyRepository
 from infrastructure.persistence.repositories.integrations import SqlMcpIntegrationRepository
 from infrastructure.persistence.repositories.messages import SqlMessageRepository
 from infrastructure.persistence.repositories.organizations import SqlOrganizationRepository
+from infrastructure.persistence.repositories.prompt_templates import (
+    SqlArgumentValueRepository,
+    SqlPromptTemplateRepository,
+)
 from infrastructure.persistence.repositories.runs import SqlRunEventRepository, SqlRunRepository
 from infrastructure.persistence.repositories.sources import SqlSourceRepository
 from infrastructure.persistence.repositories.threads import SqlThreadRepository
@@ -30,6 +34,8 @@ class Transaction:
         self.sources = SqlSourceRepository(connection)
         self.runs = SqlRunRepository(connection)
         self.run_events = SqlRunEventRepository(connection)
+        self.prompt_templates = SqlPromptTemplateRepository(connection)
+        self.argument_values = SqlArgumentValueRepository(connection)
 
     async def commit(self) -> None:
         if self._read_only:

@@ -69,6 +69,16 @@ class SqlAgentRepository:
         row = (await self._conn.execute(_GET, {"p_org": org_id, "p_id": agent_id})).first()
         return _to_entity(row) if row else None
 
+    async def get_by_slug(self, org_id: OrgId, slug: str) -> Agent | None:
+        row = (await self._conn.execute(select(agents).where(agents.c.org_id == org_id, agents.c.slug == slug))).first()
+        return _to_entity(row) if row else None
+
+    async def published(self, org_id: OrgId) -> Sequence[Agent]:
+        query = (
+            select(agents).where(agents.c.org_id == org_id, agents.c.publish_as_mcp.is_(True)).order_by(agents.c.slug)
+        )
+        return [_to_entity(row) for row in await self._conn.execute(query)]
+
     async def list(self, org_id: OrgId, *, limit: int, after: AgentId | None) -> Sequence[Agent]:
         query = select(agents).where(agents.c.org_id == org_id).order_by(agents.c.id).limit(limit)
         if after is not None:

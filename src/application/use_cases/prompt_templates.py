@@ -1,0 +1,186 @@
+"""Prompt templates over the REST API: an organization's own, and those of the prompts directory."""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from application.caller import Caller
+from application.errors import Conflict, InvalidReference, PromptTemplateNotFound
+from application.ports.persistence import UnitOfWork
+from application.ports.prompt_files import PromptFiles
+from application.ports.system import Clock
+from domain.ids import AgentId, OrgId
+from domain.prompt_templates import ArgumentValue, PromptTemplate, TemplateArgument, TemplateMessage
+from domain.prompts import PromptMessage
+
+
+@dataclass(frozen=True, kw_only=True)
+class TemplateView:
+    template: PromptTemplate
+    agent_slug: str | None = None
+    """For file templates: the agent the file names."""
+
+    @property
+    def from_file(self) -> bool:
+        return self.template.origin != "api"
+
+
+async def find_template(uow: UnitOfWork, files: PromptFiles, org_id: OrgId, name: str) -> TemplateView | None:
+    stored = await uow.prompt_templates.get(org_id, name)
+    if stored is not None:
+        return TemplateView(template=stored)
+    return next(
+        (
+            TemplateView(template=f.template, agent_slug=f.agent_slug)
+            for f in await files.for_org(org_id)
+            if f.template.name == name
+        ),
+        None,
+    )
+
+
+async def all_templates(uow: UnitOfWork, files: PromptFiles, org_id: OrgId) -> list[TemplateView]:
+    stored = [TemplateView(template=t) for t in await uow.prompt_templates.list(org_id)]
+    names = {v.template.name for v in stored}
+    from_files = [
+        TemplateView(template=f.template, agent_slug=f.agent_slug)
+        for f in await files.for_org(org_id)
+        if f.template.name not in names
+    ]
+    return sorted(stored + from_files, key=lambda v: v.template.name)
+
+
+async def _check_names(
+    uow: UnitOfWork, files: PromptFiles, template: PromptTemplate, org_id: OrgId, previous: str | None
+) -> None:
+    if template.name != previous and any(f.template.name == template.name for f in await files.for_org(org_id)):
+        raise Conflict(f"the prompts directory already defines a template named {template.name!r}")
+    for name in {template.name, template.tool_name}:
+        if await uow.agents.get_by_slug(org_id, name) is not None:
+            raise Conflict(f"template name {template.name!r} collides with the agent slug {name!r} over MCP")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SaveTemplateCommand:
+    caller: Caller
+    name: str
+    description: str
+    messages: Sequence[TemplateMessage]
+    arguments: Sequence[TemplateArgument] = ()
+    agent_id: AgentId
+
+
+class CreatePromptTemplate:
+    def __init__(self, uow: UnitOfWork, clock: Clock, files: PromptFiles) -> None:
+        self._uow, self._clock, self._files = uow, clock, files
+
+    async def execute(self, command: SaveTemplateCommand) -> PromptTemplate:
+        command.caller.require_admin("manage prompt templates")
+        now = self._clock.now()
+        template = PromptTemplate(
+            org_id=command.caller.org_id,
+            name=command.name,
+            description=command.description,
+            messages=tuple(command.messages),
+            arguments=tuple(command.arguments),
+            agent_id=command.agent_id,
+            created_at=now,
+            updated_at=now,
+        )
+        async with self._uow as uow:
+            if await uow.agents.get(command.caller.org_id, command.agent_id) is None:
+                raise InvalidReference(f"agent {command.agent_id} not found")
+            await _check_names(uow, self._files, template, command.caller.org_id, None)
+            await uow.prompt_templates.add(template)
+            await uow.commit()
+        return template
+
+
+@dataclass(frozen=True, kw_only=True)
+class TemplateChanges:
+    name: str | None = None
+    description: str | None = None
+    messages: Sequence[TemplateMessage] | None = None
+    arguments: Sequence[TemplateArgument] | None = None
+    agent_id: AgentId | None = None
+
+
+class UpdatePromptTemplate:
+    def __init__(self, uow: UnitOfWork, clock: Clock, files: PromptFiles) -> None:
+        self._uow, self._clock, self._files = uow, clock, files
+
+    async def execute(self, caller: Caller, name: str, changes: TemplateChanges) -> PromptTemplate:
+        caller.require_admin("manage prompt templates")
+        async with self._uow as uow:
+            current = await uow.prompt_templates.get(caller.org_id, name)
+            if current is None:
+                if any(f.template.name == name for f in await self._files.for_org(caller.org_id)):
+                    raise Conflict(f"template {name!r} comes from the prompts directory: change its file")
+                raise PromptTemplateNotFound(f"prompt template {name!r} not found")
+            updates = {k: v for k, v in changes.__dict__.items() if v is not None}
+            for key in ("messages", "arguments"):
+                if key in updates:
+                    updates[key] = tuple(updates[key])
+            template = replace(current, **updates, updated_at=self._clock.now())
+            if changes.agent_id is not None and await uow.agents.get(caller.org_id, changes.agent_id) is None:
+                raise InvalidReference(f"agent {changes.agent_id} not found")
+            await _check_names(uow, self._files, template, caller.org_id, name)
+            await uow.prompt_templates.save(template, previous_name=name)
+            await uow.commit()
+        return template
+
+
+class DeletePromptTemplate:
+    def __init__(self, uow: UnitOfWork, files: PromptFiles) -> None:
+        self._uow, self._files = uow, files
+
+    async def execute(self, caller: Caller, name: str) -> None:
+        caller.require_admin("manage prompt templates")
+        async with self._uow as uow:
+            if await uow.prompt_templates.get(caller.org_id, name) is None:
+                if any(f.template.name == name for f in await self._files.for_org(caller.org_id)):
+                    raise Conflict(f"template {name!r} comes from the prompts directory: delete its file")
+                raise PromptTemplateNotFound(f"prompt template {name!r} not found")
+            await uow.prompt_templates.delete(caller.org_id, name)
+            await uow.commit()
+
+
+class ListPromptTemplates:
+    def __init__(self, uow: UnitOfWork, files: PromptFiles) -> None:
+        self._uow, self._files = uow, files
+
+    async def execute(self, caller: Caller) -> list[TemplateView]:
+        async with self._uow.read_only() as uow:
+            return await all_templates(uow, self._files, caller.org_id)
+
+
+class GetPromptTemplate:
+    def __init__(self, uow: UnitOfWork, files: PromptFiles) -> None:
+        self._uow, self._files = uow, files
+
+    async def execute(self, caller: Caller, name: str) -> TemplateView:
+        async with self._uow.read_only() as uow:
+            found = await find_template(uow, self._files, caller.org_id, name)
+        if found is None:
+            raise PromptTemplateNotFound(f"prompt template {name!r} not found")
+        return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class RenderCommand:
+    caller: Caller
+    name: str
+    arguments: Mapping[str, ArgumentValue] = field(default_factory=dict)
+
+
+class RenderPromptTemplate:
+    """The template's messages with the arguments substituted (a missing required one is refused)."""
+
+    def __init__(self, uow: UnitOfWork, files: PromptFiles) -> None:
+        self._uow, self._files = uow, files
+
+    async def execute(self, command: RenderCommand) -> tuple[PromptMessage, ...]:
+        async with self._uow.read_only() as uow:
+            found = await find_template(uow, self._files, command.caller.org_id, command.name)
+        if found is None:
+            raise PromptTemplateNotFound(f"prompt template {command.name!r} not found")
+        return found.template.render(command.arguments)
