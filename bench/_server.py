@@ -18,6 +18,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
+# e.g. "python -m cProfile -o server.prof": runs the server under a profiler.
+_PREFIX = os.environ.get("THREADLINE_BENCH_SERVER_PREFIX", "").split()
 POSTGRES_SERVER = os.environ.get(
     "THREADLINE_BENCH_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 )
@@ -74,7 +76,7 @@ def server(database_url: str, extra_env: dict[str, str] | None = None) -> Iterat
     )
     key = re.search(r"(tl_\S+)", created.stdout).group(1)  # type: ignore[union-attr]
     process = subprocess.Popen(
-        [*os.environ.get("THREADLINE_BENCH_SERVER_PREFIX", "").split(), THREADLINE, "serve", "--no-migrate", "--port", str(port)],
+        [*_PREFIX, THREADLINE, "serve", "--no-migrate", "--port", str(port)],
         env=env | {"THREADLINE_LOG_LEVEL": "INFO", "THREADLINE_LOG_FORMAT": "text"},
         stderr=subprocess.PIPE,
         text=True,

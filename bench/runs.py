@@ -49,10 +49,21 @@ async def threadline(backend: str, env: dict[str, str]) -> AsyncIterator[Running
 
 @asynccontextmanager
 async def fake_model(latency_ms: float) -> AsyncIterator[str]:
-    process = subprocess.Popen(
+    process = subprocess.Popen(  # noqa: ASYNC220 - started once, before anything is measured
         [
-            sys.executable, "-m", "tests.fakes.openai_server", "--port", "0", "--latency-ms", str(latency_ms),
-            "--script", "tool-then-text", "--tool-name", TOOL, "--tool-args", '{"message": "hi"}',
+            sys.executable,
+            "-m",
+            "tests.fakes.openai_server",
+            "--port",
+            "0",
+            "--latency-ms",
+            str(latency_ms),
+            "--script",
+            "tool-then-text",
+            "--tool-name",
+            TOOL,
+            "--tool-args",
+            '{"message": "hi"}',
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -119,7 +130,9 @@ async def drive(runs: int, concurrency: int, run_once) -> tuple[float, list[floa
     return time.perf_counter() - began, durations, errors
 
 
-async def threadline_side(backend: str, model_url: str, mcp_url: str, runs: int, concurrency: int) -> tuple[float, float, int]:
+async def threadline_side(
+    backend: str, model_url: str, mcp_url: str, runs: int, concurrency: int
+) -> tuple[float, float, int]:
     async with OtlpReceiver() as receiver:
         env = {
             "THREADLINE_OPENAI_API_KEY": "sk-bench",
@@ -153,7 +166,11 @@ async def bare_side(model_url: str, mcp_url: str, runs: int, concurrency: int) -
         tools = [
             {
                 "type": "function",
-                "function": {"name": f"everything__{t.name}", "description": t.description or "", "parameters": t.input_schema},
+                "function": {
+                    "name": f"everything__{t.name}",
+                    "description": t.description or "",
+                    "parameters": t.input_schema,
+                },
             }
             for t in listed.tools
         ]
@@ -163,7 +180,8 @@ async def bare_side(model_url: str, mcp_url: str, runs: int, concurrency: int) -
             messages: list[dict] = [{"role": "user", "content": "please echo"}]
             first = await model.chat.completions.create(model="bench-model", messages=messages, tools=tools)  # type: ignore[arg-type]
             call = first.choices[0].message.tool_calls[0]  # type: ignore[index]
-            result = await mcp.call_tool(call.function.name.removeprefix("everything__"), json.loads(call.function.arguments))
+            name = call.function.name.removeprefix("everything__")
+            result = await mcp.call_tool(name, json.loads(call.function.arguments))
             messages.append(first.choices[0].message.model_dump(exclude_none=True))
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result.content[0].text})  # type: ignore[union-attr]
             final = await model.chat.completions.create(model="bench-model", messages=messages, tools=tools)  # type: ignore[arg-type]

@@ -20,9 +20,10 @@ from tests.fakes.openai_server import FakeOpenAI
 
 @asynccontextmanager
 async def mcp_client(live_url: str, tenant: Tenant, **options: Any) -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(headers=tenant.admin, timeout=httpx2.Timeout(30, read=300)) as http:
-        async with Client(streamable_http_client(f"{live_url}/mcp", http_client=http), cache=None, **options) as client:
-            yield client
+    http = httpx2.AsyncClient(headers=tenant.admin, timeout=httpx2.Timeout(30, read=300))
+    transport = streamable_http_client(f"{live_url}/mcp", http_client=http)
+    async with http, Client(transport, cache=None, **options) as client:
+        yield client
 
 
 async def publish_agent(client: httpx.AsyncClient, tenant: Tenant, **fields: Any) -> dict[str, Any]:

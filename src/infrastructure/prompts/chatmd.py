@@ -205,7 +205,8 @@ class _Parser:
         elif name == "meta":
             unknown = sorted(set(attributes) - set(META_ATTRIBUTES))
             if unknown:
-                self.problem(tag.start(), f"unknown <meta/> attributes: {', '.join(unknown)}; expected description, agent")
+                expected = ", ".join(META_ATTRIBUTES)
+                self.problem(tag.start(), f"unknown <meta/> attributes: {', '.join(unknown)}; expected {expected}")
             self.meta.update((k, v) for k, v in attributes.items() if k in META_ATTRIBUTES)
             self.meta_line = line
         else:
@@ -241,9 +242,9 @@ def parse_chatmd_template(text: str, path: str) -> TemplateFile | list[Problem]:
             messages.append(TemplateMessage(role=message.role, content=message.content))
         except InvalidValue as error:
             problems.append(Problem(path=path, line=message.line, message=error.detail))
-    if len(messages) >= MESSAGES_MAX:
-        problems.append(Problem(path=path, line=1, message=f"a template has at most {MESSAGES_MAX} messages"))
     names = list(dict.fromkeys(name for m in messages for name in declared_placeholders(m.content)))
+    if len(messages) + (0 if names else 1) > MESSAGES_MAX:
+        problems.append(Problem(path=path, line=1, message=f"a template has at most {MESSAGES_MAX} messages"))
     if len(names) > ARGUMENTS_MAX:
         problems.append(Problem(path=path, line=1, message=f"a template has at most {ARGUMENTS_MAX} arguments"))
     if problems:

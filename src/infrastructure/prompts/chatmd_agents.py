@@ -1,0 +1,90 @@
+"""A ChatMD file as the definition of an agent, for `threadline agents import FILE.chatmd`."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from domain.prompt_templates import declared_placeholders
+from domain.text import slugify
+from domain.tools import ToolRef
+from infrastructure.prompts.chatmd import ChatMdDocument, first_sentence, parse_chatmd_document
+from infrastructure.prompts.chatmd_tools import chatmd_tool_refs
+from infrastructure.prompts.files import decode
+from infrastructure.prompts.problems import Problem
+
+_INSTRUCTION_ROLES = ("system", "developer")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatMdAgent:
+    """What to create: name and slug from the file stem, instructions from the system and developer
+    messages, and the native tools the declared ones map to. `warnings` lists what was left out."""
+
+    path: str
+    name: str
+    slug: str
+    description: str
+    instructions: str
+    tools: tuple[ToolRef, ...]
+    model: str | None
+    """<config model="..."/>, if the file sets one."""
+    warnings: tuple[str, ...]
+
+
+def chatmd_agent(text: str, path: str) -> ChatMdAgent | list[Problem]:
+    document = parse_chatmd_document(text, path)
+    if isinstance(document, list):
+        return document
+    instructions = "\n\n".join(m.content for m in document.messages if m.role in _INSTRUCTION_ROLES)
+    builtins = [t.name for t in document.tools if t.kind == "builtin" and t.name]
+    refs, unknown = chatmd_tool_refs(builtins)
+    if document.meta.get("description"):
+        description = document.meta["description"]
+    else:
+        description = first_sentence(instructions) if instructions else ""
+    return ChatMdAgent(
+        path=path,
+        name=document.stem,
+        slug=slugify(document.stem),
+        description=description,
+        instructions=instructions,
+        tools=tuple(refs),
+        model=document.config.get("model") or None,
+        warnings=tuple(_warnings(document, instructions, unknown)),
+    )
+
+
+def read_chatmd_agent(path: Path) -> ChatMdAgent | list[Problem]:
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        return [Problem(path=str(path), line=0, message=f"cannot read the file: {error.strerror or error}")]
+    text = decode(data, str(path))
+    return text if isinstance(text, list) else chatmd_agent(text, str(path))
+
+
+def _warnings(document: ChatMdDocument, instructions: str, unknown: list[str]) -> list[str]:
+    warnings = [f"tool {name!r} has no Threadline counterpart and was left out" for name in unknown]
+    for tool in document.tools:
+        label = f"tool {tool.name or tool.attributes.get('mcp_server', '')!r} (line {tool.line})"
+        if tool.kind == "command":
+            warnings.append(
+                f"{label} is a shell wrapper and was left out; an operator can define the command, "
+                "then the agent can use it as a command tool"
+            )
+        elif tool.kind == "agent":
+            warnings.append(
+                f"{label} runs {tool.attributes['agent']!r} and was left out; import that file as an agent "
+                "and make it a sub-agent"
+            )
+        elif tool.kind == "mcp":
+            warnings.append(f"{label} is an MCP server and was left out; connect it as an integration of the agent")
+    if not instructions:
+        warnings.append("no <system> or <developer> message: the agent has no instructions")
+    others = sum(1 for m in document.messages if m.role not in _INSTRUCTION_ROLES)
+    if others:
+        warnings.append(f"{others} <user>/<assistant> message(s) were left out: an agent keeps only instructions")
+    placeholders = declared_placeholders(instructions)
+    if placeholders:
+        shown = ", ".join("{" + name + "}" for name in placeholders)
+        warnings.append(f"the instructions use placeholders ({shown}) that an agent does not fill in")
+    return warnings
