@@ -18,6 +18,9 @@ from tests.databases import fresh_database
 from tests.fakes.loopback import LoopbackServer
 from tests.mcp_servers import everything
 
+PROMPT_FILES_ORG = "prompt-files"
+"""The organization the test server's prompts directory serves (tests create it when they need it)."""
+
 
 def operator_servers_file(directory: Path) -> Path:
     """The operator's stdio servers: server-everything, run with node."""
@@ -49,6 +52,9 @@ def settings(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Set
         data_dir=tmp_path_factory.mktemp("data"),
         mcp_allowed_networks="127.0.0.0/8",
         mcp_servers_file=operator_servers_file(tmp_path_factory.mktemp("operator")),
+        prompts_dir=tmp_path_factory.mktemp("prompts"),
+        prompts_org=PROMPT_FILES_ORG,
+        prompts_poll_seconds=0.05,
     )
 
 

@@ -183,6 +183,11 @@ def declared_placeholders(content: str) -> list[str]:
     return list(dict.fromkeys(m.group(1) for m in _PLACEHOLDER.finditer(content)))
 
 
+def defaulted_placeholders(content: str) -> set[str]:
+    """The placeholder names that carry an inline default ({name|default:value}) somewhere in the text."""
+    return {m.group(1) for m in _PLACEHOLDER.finditer(content) if m.group(2) is not None}
+
+
 def joined(messages: Sequence[PromptMessage]) -> str:
     """A rendered prompt as one input for an agent: user text as is, other roles labelled."""
     if len(messages) == 1 and messages[0].role == "user":

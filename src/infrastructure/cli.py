@@ -2,6 +2,7 @@
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, TypeVar
 from uuid import UUID
 
@@ -22,6 +23,10 @@ app = typer.Typer(help="Threadline: a multi-tenant agent platform API.", no_args
 orgs_app = typer.Typer(help="Organizations (tenants).", no_args_is_help=True)
 keys_app = typer.Typer(help="API keys of an organization.", no_args_is_help=True)
 secrets_app = typer.Typer(help="The keys that encrypt stored credentials.", no_args_is_help=True)
+agents_app = typer.Typer(help="Agents of an organization.", no_args_is_help=True)
+prompts_app = typer.Typer(help="Prompt template files.", no_args_is_help=True)
+app.add_typer(agents_app, name="agents")
+app.add_typer(prompts_app, name="prompts")
 app.add_typer(orgs_app, name="orgs")
 app.add_typer(keys_app, name="keys")
 app.add_typer(secrets_app, name="secrets")
@@ -171,6 +176,55 @@ def rotate_secrets() -> None:
     """
     count = _run(lambda c: c.rotate_credential_encryption().execute())
     typer.echo(f"re-encrypted {count} stored credential(s) with the current key")
+
+
+@agents_app.command("import")
+def import_agent(
+    file: Annotated[Path, typer.Argument(help="A ChatMD file: its system/developer messages become the instructions")],
+    org: Annotated[str, typer.Option(help="Organization slug")],
+    model: Annotated[str | None, typer.Option(help="Model of the agent (else the file's, else the default)")] = None,
+) -> None:
+    """Create an agent from a ChatMD file."""
+    from application.use_cases.agents import CreateAgentCommand
+    from infrastructure.prompts import read_chatmd_agent
+
+    read = read_chatmd_agent(file)
+    if isinstance(read, list):
+        for problem in read:
+            typer.secho(str(problem), fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=1)
+    for warning in read.warnings:
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+
+    async def work(c: Container):  # type: ignore[no-untyped-def]
+        caller = await _caller_for(c, org)
+        return await c.create_agent().execute(
+            CreateAgentCommand(
+                caller=caller,
+                name=read.name,
+                slug=read.slug,
+                description=read.description,
+                instructions=read.instructions,
+                model=model or read.model,
+                tools=read.tools,
+            )
+        )
+
+    agent = _run(work)
+    typer.echo(f"agent {agent.slug} ({agent.id}) with {len(agent.tools)} tool(s), model {agent.model}")
+
+
+@prompts_app.command("check")
+def check_prompts(directory: Annotated[Path, typer.Argument(help="A prompts directory, or one file")]) -> None:
+    """Check prompt template files; every problem is reported with its file and line."""
+    from infrastructure.prompts import check_prompts as check
+
+    report = check(directory)
+    for line in report.lines:
+        typer.echo(line)
+    typer.echo(report.summary)
+    if not report.ok:
+        raise typer.Exit(code=1)
 
 
 def main() -> None:

@@ -285,6 +285,7 @@ class Container(containers.DeclarativeContainer):
         org_slug=settings.provided.prompts_org,
         default_agent=settings.provided.prompts_agent,
         uow=uow.provider,
+        poll_seconds=settings.provided.prompts_poll_seconds,
     )
     create_prompt_template = providers.Factory(CreatePromptTemplate, uow=uow, clock=clock, files=prompt_files)
     update_prompt_template = providers.Factory(UpdatePromptTemplate, uow=uow, clock=clock, files=prompt_files)

@@ -94,3 +94,31 @@ def test_serve_migrates_and_answers_on_loopback(tmp_path: Path) -> None:
         finally:
             server.terminate()
             server.wait(timeout=30)
+
+
+def test_prompt_files_are_checked_with_file_and_line(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    (tmp_path / "good.yaml").write_text("name: good\ndescription: Fine\nmessages:\n  - {role: user, content: Hi}\n")
+    (tmp_path / "bad.yaml").write_text("name: bad\ndescription: Broken\nmessages:\n  - {role: robot, content: Hi}\n")
+    checked = cli(cli_env, "prompts", "check", str(tmp_path))
+    assert checked.returncode == 1
+    assert f"{tmp_path / 'bad.yaml'}:4:" in checked.stdout and "robot" in checked.stdout
+    (tmp_path / "bad.yaml").unlink()
+    assert cli(cli_env, "prompts", "check", str(tmp_path)).returncode == 0
+
+
+def test_an_agent_is_imported_from_a_chatmd_file(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    cli(cli_env, "migrate")
+    cli(cli_env, "orgs", "create", "ChatMD Importers")
+    path = tmp_path / "web-helper.chatmd"
+    path.write_text(
+        '<config model="gpt-test"/>\n<system>You read web pages for people. Quote them.</system>\n'
+        '<tool name="webpage_to_markdown"/>\n<tool name="apply_patch"/>\n'
+    )
+    imported = cli(cli_env, "agents", "import", str(path), "--org", "chatmd-importers")
+    assert imported.returncode == 0, imported.stderr
+    assert "agent web-helper" in imported.stdout and "1 tool(s), model gpt-test" in imported.stdout
+    assert "apply_patch" in imported.stderr
+    broken = tmp_path / "broken.chatmd"
+    broken.write_text("<system>unclosed\n")
+    failed = cli(cli_env, "agents", "import", str(broken), "--org", "chatmd-importers")
+    assert failed.returncode == 1 and f"{broken}:1" in failed.stderr

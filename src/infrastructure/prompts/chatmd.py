@@ -19,6 +19,7 @@ from domain.prompt_templates import (
     TemplateArgument,
     TemplateMessage,
     declared_placeholders,
+    defaulted_placeholders,
 )
 from domain.text import require_slug
 from infrastructure.prompts.problems import Problem, TemplateFile, line_at
@@ -27,6 +28,7 @@ MESSAGE_ELEMENTS = ("system", "developer", "user", "assistant")
 DECLARATION_ELEMENTS = ("tool", "meta", "config")
 META_ATTRIBUTES = ("description", "agent")
 INPUT_ARGUMENT = "input"
+PROBLEMS_MAX = 20
 
 _UNQUOTED = r"(?:[^\s\"'=<>`/]|/(?!>))+"
 _TAG = re.compile(
@@ -35,6 +37,7 @@ _TAG = re.compile(
 _ATTRIBUTE = re.compile(rf"([^\s=/>\"']+)(?:\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|({_UNQUOTED})))?")
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _SPACE = re.compile(r"\s+")
+_MARKUP_START = re.compile(r"<(?:!--|/?[A-Za-z_])")
 _SENTENCE = re.compile(r"(.+?[.!?])(?=\s|$)")
 
 
@@ -122,6 +125,9 @@ class _Parser:
     def parse(self) -> ChatMdDocument | list[Problem]:
         text = self.text
         while self.position < len(text):
+            if len(self.problems) >= PROBLEMS_MAX:
+                self.problem(self.position, "too many problems; the rest of the file was not checked")
+                break
             space = _SPACE.match(text, self.position)
             if space:
                 self.position = space.end()
@@ -151,7 +157,7 @@ class _Parser:
             except InvalidValue as error:
                 self.problems.append(Problem(path=self.path, line=self.meta_line, message=error.detail))
         if self.problems:
-            return self.problems
+            return sorted(self.problems, key=lambda p: p.line)
         return ChatMdDocument(
             path=self.path,
             messages=tuple(self.messages),
@@ -162,8 +168,8 @@ class _Parser:
         )
 
     def stray_text(self) -> None:
-        end = self.text.find("<", self.position + 1)
-        end = len(self.text) if end < 0 else end
+        following = _MARKUP_START.search(self.text, self.position + 1)
+        end = len(self.text) if following is None else following.start()
         excerpt = self.text[self.position : end].strip().split("\n", 1)[0][:40]
         self.problem(self.position, f"text outside elements: {excerpt!r}; put it inside a message such as <user>")
         self.position = end
@@ -249,6 +255,7 @@ def parse_chatmd_template(text: str, path: str) -> TemplateFile | list[Problem]:
         problems.append(Problem(path=path, line=1, message=f"a template has at most {ARGUMENTS_MAX} arguments"))
     if problems:
         return problems
+    optional = {name for m in messages for name in defaulted_placeholders(m.content)}
     if not names:
         names = [INPUT_ARGUMENT]
         messages.append(TemplateMessage(role="user", content="{" + INPUT_ARGUMENT + "}"))
@@ -257,7 +264,7 @@ def parse_chatmd_template(text: str, path: str) -> TemplateFile | list[Problem]:
             name=document.stem,
             description=document.description(),
             messages=tuple(messages),
-            arguments=tuple(TemplateArgument(name=name, required=True) for name in names),
+            arguments=tuple(TemplateArgument(name=name, required=name not in optional) for name in names),
             origin=path,
             tools=document.tool_names,
         )

@@ -145,7 +145,12 @@ class PromptDirectory:
             if state.error is not None or state.data is None:
                 problems.append(Problem(path=path, line=0, message=state.error or "cannot read the file"))
                 continue
-            read = parse_template_file(path, state.data)
+            try:
+                read = parse_template_file(path, state.data)
+            except Exception:  # a reader bug must not take the other templates (or the watcher) down
+                logger.exception("reading a prompt file failed", extra={"prompt_file": path})
+                problems.append(Problem(path=path, line=0, message="the file could not be read (see the server log)"))
+                continue
             if isinstance(read, list):
                 problems.extend(read)
                 continue

@@ -48,9 +48,12 @@ def parse_yaml_template(text: str, path: str) -> TemplateFile | list[Problem]:
         ]
     except yaml.YAMLError as error:
         return [Problem(path=path, line=0, message=f"invalid YAML: {error}")]
+    except RecursionError:
+        return [Problem(path=path, line=1, message="invalid YAML: nested too deeply")]
     if root is None:
         return [Problem(path=path, line=1, message="the file is empty")]
-    return _TemplateReader(path).read(root)
+    read = _TemplateReader(path).read(root)
+    return read if isinstance(read, TemplateFile) else sorted(read, key=lambda p: p.line)
 
 
 def _line(node: Node) -> int:
@@ -157,7 +160,7 @@ class _TemplateReader:
         if description is None:
             return None
         try:
-            return require_text("description", description, max_length=DESCRIPTION_MAX)
+            return require_text("description", description.strip(), max_length=DESCRIPTION_MAX)
         except InvalidValue as error:
             self.problem(node, error.detail)
             return None

@@ -1,0 +1,69 @@
+"""The prompts directory while the server runs: templates appear, change and go, and MCP clients are told."""
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+
+from application.use_cases.organizations import CreateOrganizationCommand
+from infrastructure.container import Container
+from tests.conftest import PROMPT_FILES_ORG, Tenant
+from tests.e2e.test_mcp_server import mcp_client
+
+YAML = """name: daily-digest
+description: Summarise the day for a team
+agent: digest-bot
+arguments:
+  - {name: team, required: true}
+messages:
+  - role: user
+    content: "Digest for {team}."
+"""
+CHATMD = """<system>You triage tickets. Be brief.</system>
+<user>Triage: {ticket}</user>
+"""
+
+
+@pytest.fixture
+async def files_org(container: Container, client: httpx.AsyncClient) -> Tenant:
+    created = await container.create_organization().execute(
+        CreateOrganizationCommand(name="Prompt files", slug=PROMPT_FILES_ORG)
+    )
+    admin = {"Authorization": f"Bearer {created.admin_key_plaintext}"}
+    await client.post(
+        "/v1/agents", json={"name": "Digest bot", "slug": "digest-bot", "model": "threadline-offline"}, headers=admin
+    )
+    return Tenant(id=str(created.organization.id), slug=PROMPT_FILES_ORG, admin=admin)
+
+
+async def test_file_templates_come_and_go_and_clients_are_told(
+    container: Container, client: httpx.AsyncClient, live_url: str, files_org: Tenant
+) -> None:
+    directory: Path = container.settings().prompts_dir  # type: ignore[assignment]
+    async with mcp_client(live_url, files_org) as session, session.listen(tools_list_changed=True) as changes:
+        assert (await session.list_tools()).tools == []
+
+        (directory / "daily-digest.yaml").write_text(YAML)
+        (directory / "triage.chatmd").write_text(CHATMD)
+        (directory / "broken.yaml").write_text("name: [unclosed\n")
+        await asyncio.wait_for(anext(aiter(changes)), 10)
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert set(tools) == {"daily_digest", "triage"}
+        assert tools["triage"].input_schema["required"] == ["ticket"]
+        answer = await session.call_tool("daily_digest", {"team": "platform"})
+        assert answer.is_error is False and "Digest for platform." in answer.content[0].text  # type: ignore[union-attr]
+
+        (directory / "daily-digest.yaml").write_text(YAML.replace("Summarise the day", "Summarize the week"))
+        await asyncio.wait_for(anext(aiter(changes)), 10)
+        prompts = {p.name: p for p in (await session.list_prompts()).prompts}
+        assert prompts["daily-digest"].description == "Summarize the week for a team"
+
+        (directory / "daily-digest.yaml").unlink()
+        await asyncio.wait_for(anext(aiter(changes)), 10)
+        assert {t.name for t in (await session.list_tools()).tools} == {"triage"}
+
+    listed = (await client.get("/v1/prompt-templates", headers=files_org.admin)).json()["data"]
+    assert [(t["name"], t["source"]) for t in listed] == [("triage", "file")]
+    (directory / "triage.chatmd").unlink()
+    (directory / "broken.yaml").unlink()
