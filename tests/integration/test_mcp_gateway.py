@@ -235,22 +235,24 @@ async def test_a_stdio_server_killed_between_calls_is_restarted_by_the_next_call
     gateway: SdkMcpGateway,
 ) -> None:
     target = stdio_target()
+    before = set(stdio_children())
     await gateway.call_tool(target, "echo", {"message": "one"})
     session = gateway.pool.get(target.integration_id)
     assert session is not None
-    [pid] = stdio_children()
+    [pid] = set(stdio_children()) - before
     os.kill(pid, signal.SIGKILL)
     with anyio.fail_after(10):
         await session.lost.wait()  # the gateway noticed the server is gone
     result = await gateway.call_tool(target, "echo", {"message": "two"})
     assert result.parts[0].text == "Echo: two"
-    assert stdio_children() and stdio_children() != [pid]
+    assert set(stdio_children()) - before - {pid}  # a new server process
 
 
 async def test_a_stdio_server_killed_during_a_call_is_a_typed_error_not_a_hang(
     gateway: SdkMcpGateway,
 ) -> None:
     target = stdio_target()
+    before = set(stdio_children())
     connection = gateway.pool.new_connection(target, everything.stdio_parameters())
     started = anyio.Event()
 
@@ -267,7 +269,7 @@ async def test_a_stdio_server_killed_during_a_call_is_a_typed_error_not_a_hang(
         call = asyncio.create_task(connection.request(long_call, doing="calling a long tool"))
         with anyio.fail_after(10):
             await started.wait()
-        for pid in stdio_children():
+        for pid in set(stdio_children()) - before:
             os.kill(pid, signal.SIGKILL)
         with anyio.fail_after(10), pytest.raises(McpConnectionFailed):
             await call
