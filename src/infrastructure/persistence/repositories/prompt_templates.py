@@ -2,7 +2,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -128,7 +128,7 @@ class SqlArgumentValueRepository:
                 values_table.c.org_id == org_id,
                 values_table.c.template == template,
                 values_table.c.argument == argument,
-                values_table.c.value.startswith(prefix, autoescape=True),
+                func.lower(values_table.c.value).startswith(prefix.lower(), autoescape=True),
             )
             .order_by(values_table.c.last_used_at.desc())
             .limit(limit)
