@@ -1,3 +1,4 @@
+import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -5,8 +6,10 @@ from dependency_injector import providers
 
 from infrastructure.container import Container
 from infrastructure.llm import language_model
+from infrastructure.tracing import LangfuseTracer
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.otlp_receiver import OtlpReceiver
 
 
 @pytest.fixture(scope="module")
@@ -28,3 +31,17 @@ async def openai(container: Container) -> AsyncIterator[FakeOpenAI]:
         finally:
             container.llm.reset_override()
             await model.aclose()
+
+
+@pytest.fixture
+async def traced(container: Container) -> AsyncIterator[tuple[LangfuseTracer, OtlpReceiver]]:
+    async with OtlpReceiver() as receiver:
+        tracer = LangfuseTracer(
+            public_key=f"pk-lf-{uuid.uuid4().hex}", secret_key="sk-lf-test", base_url=receiver.base_url
+        )
+        container.tracer.override(providers.Object(tracer))
+        try:
+            yield tracer, receiver
+        finally:
+            container.tracer.reset_override()
+            await tracer.shutdown()

@@ -13,9 +13,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from infrastructure.tracing import LangfuseTracer
 from tests.conftest import Tenant
 from tests.e2e.runs import settle
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.otlp_receiver import OtlpReceiver
 
 
 @asynccontextmanager
@@ -212,3 +214,17 @@ async def test_a_client_that_cancels_cancels_the_run(
         await asyncio.wait_for(held.abandoned.wait(), 10)
     [run] = (await client.get("/v1/runs", params={"agent_id": agent["id"]}, headers=tenant.admin)).json()["data"]
     assert (await settle(client, tenant, run["id"]))["status"] == "cancelled"
+
+
+async def test_a_published_agents_run_is_traced(
+    client: httpx.AsyncClient, live_url: str, tenant: Tenant, traced: tuple[LangfuseTracer, OtlpReceiver]
+) -> None:
+    tracer, receiver = traced
+    await publish_agent(client, tenant)
+    async with mcp_client(live_url, tenant) as session:
+        result = await session.call_tool("echo-bot", {"input": "trace me"})
+    run = (await client.get(f"/v1/runs/{result.meta['threadline/run_id']}", headers=tenant.admin)).json()  # type: ignore[index]
+    await tracer.flush()
+    root = await receiver.wait_for_span("run")
+    assert run["trace_id"] == root.trace_id
+    assert root.json_attribute("langfuse.trace.metadata.run_id") == run["id"]

@@ -1,6 +1,7 @@
 """The prompts directory while the server runs: templates appear, change and go, and MCP clients are told."""
 
 import asyncio
+import logging
 from pathlib import Path
 
 import httpx
@@ -25,7 +26,7 @@ CHATMD = """<system>You triage tickets. Be brief.</system>
 """
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 async def files_org(container: Container, client: httpx.AsyncClient) -> Tenant:
     created = await container.create_organization().execute(
         CreateOrganizationCommand(name="Prompt files", slug=PROMPT_FILES_ORG)
@@ -38,7 +39,11 @@ async def files_org(container: Container, client: httpx.AsyncClient) -> Tenant:
 
 
 async def test_file_templates_come_and_go_and_clients_are_told(
-    container: Container, client: httpx.AsyncClient, live_url: str, files_org: Tenant
+    container: Container,
+    client: httpx.AsyncClient,
+    live_url: str,
+    files_org: Tenant,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     directory: Path = container.settings().prompts_dir  # type: ignore[assignment]
     async with mcp_client(live_url, files_org) as session, session.listen(tools_list_changed=True) as changes:
@@ -64,6 +69,32 @@ async def test_file_templates_come_and_go_and_clients_are_told(
         assert {t.name for t in (await session.list_tools()).tools} == {"triage"}
 
     listed = (await client.get("/v1/prompt-templates", headers=files_org.admin)).json()["data"]
+    assert "collides with an agent slug" not in caplog.text
     assert [(t["name"], t["source"]) for t in listed] == [("triage", "file")]
     (directory / "triage.chatmd").unlink()
     (directory / "broken.yaml").unlink()
+
+
+async def test_a_file_template_named_like_an_agent_is_reported_and_the_agent_keeps_the_name(
+    container: Container,
+    client: httpx.AsyncClient,
+    live_url: str,
+    files_org: Tenant,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="infrastructure.prompt_registry")
+    await client.patch(
+        f"/v1/agents/{(await client.get('/v1/agents', headers=files_org.admin)).json()['data'][0]['id']}",
+        json={"publish_as_mcp": True},
+        headers=files_org.admin,
+    )
+    directory: Path = container.settings().prompts_dir  # type: ignore[assignment]
+    async with mcp_client(live_url, files_org) as session, session.listen(tools_list_changed=True) as changes:
+        (directory / "digest-bot.yaml").write_text(YAML.replace("daily-digest", "digest-bot"))
+        await asyncio.wait_for(anext(aiter(changes)), 10)
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+    (directory / "digest-bot.yaml").unlink()
+    assert list(tools) == ["digest-bot"]
+    assert tools["digest-bot"].input_schema["required"] == ["input"]  # the agent's tool, not the template's
+    reported = [r for r in caplog.records if "collides with an agent slug" in r.getMessage()]
+    assert [(r.template, r.agent_slug) for r in reported] == [("digest-bot", "digest-bot")]  # type: ignore[attr-defined]

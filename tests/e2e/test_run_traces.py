@@ -1,33 +1,13 @@
 """A run's trace as Langfuse receives it: the real SDK exporting to a local OTLP receiver."""
 
-import uuid
-from collections.abc import AsyncIterator
-
 import httpx
-import pytest
-from dependency_injector import providers
 
-from infrastructure.container import Container
 from infrastructure.tracing import LangfuseTracer
 from tests.conftest import Tenant
 from tests.e2e.runs import agent_and_thread, settle, start
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
 from tests.fakes.otlp_receiver import OtlpReceiver
-
-
-@pytest.fixture
-async def traced(container: Container) -> AsyncIterator[tuple[LangfuseTracer, OtlpReceiver]]:
-    async with OtlpReceiver() as receiver:
-        tracer = LangfuseTracer(
-            public_key=f"pk-lf-{uuid.uuid4().hex}", secret_key="sk-lf-test", base_url=receiver.base_url
-        )
-        container.tracer.override(providers.Object(tracer))
-        try:
-            yield tracer, receiver
-        finally:
-            container.tracer.reset_override()
-            await tracer.shutdown()
 
 
 async def test_a_run_is_one_trace_with_a_generation_per_model_call_and_a_span_per_tool_call(

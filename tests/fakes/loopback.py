@@ -7,13 +7,14 @@ connections wait in the socket's backlog until the server accepts them. Nobody p
 import asyncio
 import socket
 from types import TracebackType
+from typing import Literal
 
 import uvicorn
 from starlette.types import ASGIApp
 
 
 class LoopbackServer:
-    def __init__(self, app: ASGIApp, *, lifespan: str = "auto") -> None:
+    def __init__(self, app: ASGIApp, *, lifespan: Literal["auto", "on", "off"] = "auto") -> None:
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind(("127.0.0.1", 0))

@@ -2,6 +2,7 @@
 `mcp` SDK's low-level server. Every handler acts for the caller the HTTP layer authenticated."""
 
 import logging
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -10,7 +11,7 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, PromptsListChanged, ToolsListChanged
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from application.caller import Caller
 from application.errors import PublishedNotFound
@@ -149,6 +150,10 @@ class PublishingServer:
             caller_of(ctx)
             return types.EmptyResult()
 
+        async def set_logging_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+            caller_of(ctx)  # nothing is logged to clients; the level is accepted for older clients that set it
+            return types.EmptyResult()
+
         async def listen(ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
             caller = caller_of(ctx)
             handler = self._listeners.get(caller.org_id)
@@ -157,20 +162,24 @@ class PublishingServer:
                 handler = self._listeners.setdefault(caller.org_id, ListenHandler(bus))
             return await handler(ctx, params)
 
-        return Server(
-            SERVER_NAME,
-            version=SERVER_VERSION,
-            instructions=INSTRUCTIONS,
-            on_list_tools=list_tools,
-            on_call_tool=call_tool,
-            on_list_prompts=list_prompts,
-            on_get_prompt=get_prompt,
-            on_completion=complete,
-            on_list_resources=list_resources,
-            on_subscribe_resource=subscribe,
-            on_unsubscribe_resource=subscribe,
-            on_subscriptions_listen=listen,
-        )
+        with warnings.catch_warnings():
+            # Handshake-era clients (2025-11-25) still set a log level; the SDK warns that it is deprecated.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            return Server(
+                SERVER_NAME,
+                version=SERVER_VERSION,
+                instructions=INSTRUCTIONS,
+                on_list_tools=list_tools,
+                on_call_tool=call_tool,
+                on_list_prompts=list_prompts,
+                on_get_prompt=get_prompt,
+                on_completion=complete,
+                on_list_resources=list_resources,
+                on_subscribe_resource=subscribe,
+                on_unsubscribe_resource=subscribe,
+                on_subscriptions_listen=listen,
+                on_set_logging_level=set_logging_level,
+            )
 
     async def catalog_changed(self, org_id: OrgId | None = None) -> None:
         """Tell clients (of one organization, or of all) that tools and prompts changed."""
