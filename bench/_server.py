@@ -1,21 +1,17 @@
 """Start a real `threadline serve` process on a fresh database for a benchmark."""
 
-import asyncio
 import os
 import re
 import socket
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
+from tests.databases import postgres_database
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
 # e.g. "python -m cProfile -o server.prof": runs the server under a profiler.
@@ -25,27 +21,14 @@ POSTGRES_SERVER = os.environ.get(
 )
 
 
-async def _admin(statement: str) -> None:
-    engine = create_async_engine(POSTGRES_SERVER, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as connection:
-            await connection.execute(text(statement))
-    finally:
-        await engine.dispose()
-
-
 @contextmanager
 def database(backend: str) -> Iterator[str]:
     if backend == "sqlite":
         with TemporaryDirectory() as directory:
             yield f"sqlite+aiosqlite:///{directory}/bench.db"
         return
-    name = f"threadline_bench_{uuid.uuid4().hex[:8]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(POSTGRES_SERVER).set(database=name).render_as_string(hide_password=False)
-    finally:
-        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with postgres_database(POSTGRES_SERVER, "threadline_bench") as url:
+        yield url
 
 
 @dataclass(frozen=True)

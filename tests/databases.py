@@ -22,9 +22,8 @@ def backend() -> str:
     return "postgresql" if POSTGRES_URL else "sqlite"
 
 
-async def _admin(statement: str) -> None:
-    assert POSTGRES_URL is not None
-    engine = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+async def _admin(server_url: str, statement: str) -> None:
+    engine = create_async_engine(server_url, isolation_level="AUTOCOMMIT")
     try:
         async with engine.connect() as connection:
             await connection.execute(text(statement))
@@ -33,14 +32,21 @@ async def _admin(statement: str) -> None:
 
 
 @contextmanager
+def postgres_database(server_url: str, prefix: str) -> Iterator[str]:
+    """A new database on the server at `server_url`, dropped afterwards. Blocking: not for a running loop."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(server_url, f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        asyncio.run(_admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@contextmanager
 def fresh_database(directory: Path) -> Iterator[str]:
     """Yields the URL of an empty database, removed afterwards. Blocking: not for a running loop."""
     if POSTGRES_URL is None:
         yield f"sqlite+aiosqlite:///{directory / f'threadline-{uuid.uuid4().hex[:8]}.db'}"
         return
-    name = f"threadline_test_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with postgres_database(POSTGRES_URL, "threadline_test") as url:
+        yield url

@@ -171,6 +171,8 @@ class Run:
 
     def resume(self, now: datetime) -> None:
         """The client's tool results arrived: the run goes on."""
+        if self.status is not RunStatus.REQUIRES_ACTION:
+            raise IllegalTransition(f"a {self.status.value} run is not waiting for tool results")
         self._move(RunStatus.IN_PROGRESS, now)
         self.required_action = ()
 

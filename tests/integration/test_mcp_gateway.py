@@ -356,3 +356,25 @@ async def test_an_http_server_killed_during_a_call_is_a_typed_error(
         await everything_http.akill()
         with anyio.fail_after(15), pytest.raises(McpConnectionFailed):
             await call
+
+
+async def test_a_legacy_sse_server_is_served_too(gateway: SdkMcpGateway) -> None:
+    everything.require_everything()
+    async with everything.EverythingHttpServer(transport="sse") as server:
+        target = http_target(server.url, transport=Transport.SSE)
+        assert "echo" in {t.name for t in await gateway.list_tools(target)}
+        assert (await gateway.call_tool(target, "echo", {"message": "old"})).parts[0].text == "Echo: old"
+
+
+async def test_an_idle_session_is_closed(gateway: SdkMcpGateway) -> None:
+    idle = SdkMcpGateway(servers=OperatorServerRegistry({}), outbound=NetworkPolicy(["127.0.0.0/8"]), idle_seconds=0.2)
+    async with FakeMcpServer() as server:
+        target = http_target(server.url)
+        await idle.call_tool(target, "echo", {})
+        session = idle.pool.get(target.integration_id)
+        assert session is not None
+        with anyio.fail_after(10):
+            await session.lost.wait()  # the pool closed it
+        assert idle.open_sessions == 0
+        assert (await idle.call_tool(target, "echo", {"message": "again"})).parts[0].text == "Echo: again"
+    await idle.close()

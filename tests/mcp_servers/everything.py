@@ -117,8 +117,11 @@ class EverythingHttpServer:
         *,
         env: Mapping[str, str] | None = None,
         startup_timeout: float = 30.0,
+        transport: str = "streamableHttp",
     ) -> None:
         self.port = port if port is not None else free_port()
+        self.transport = transport
+        """`streamableHttp`, or `sse` for the legacy HTTP+SSE transport (endpoint `/sse`)."""
         self.startup_timeout = startup_timeout
         self._extra_env = dict(env or {})
         self._process: subprocess.Popen[str] | None = None
@@ -130,7 +133,7 @@ class EverythingHttpServer:
     @property
     def url(self) -> str:
         """The Streamable HTTP endpoint, e.g. `http://127.0.0.1:40123/mcp`."""
-        return f"http://{HOST}:{self.port}{MCP_PATH}"
+        return f"http://{HOST}:{self.port}{'/sse' if self.transport == 'sse' else MCP_PATH}"
 
     @property
     def pid(self) -> int | None:
@@ -151,7 +154,7 @@ class EverythingHttpServer:
             raise RuntimeError(f"server-everything already runs on port {self.port}")
         self._lines.clear()
         env = _base_env(self._extra_env) | {"PORT": str(self.port)}
-        command = [node_executable(), "--require", str(LOOPBACK_PRELOAD), str(entry_file()), "streamableHttp"]
+        command = [node_executable(), "--require", str(LOOPBACK_PRELOAD), str(entry_file()), self.transport]
         process = subprocess.Popen(
             command,
             cwd=HERE,

@@ -246,7 +246,7 @@ class ToolAssembler:
                 if name != wanted:
                     logger.warning(
                         "MCP tool name collision resolved",
-                        extra={"integration_id": str(item.integration.id), "tool": remote.name, "name": name},
+                        extra={"integration_id": str(item.integration.id), "tool": remote.name, "offered_as": name},
                     )
                 add(
                     Tool(

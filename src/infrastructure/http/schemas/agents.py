@@ -2,7 +2,7 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, StringConstraints, model_validator
+from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, StringConstraints
 
 from application.caller import Caller
 from application.use_cases.agents import CreateAgentCommand, UpdateAgentCommand
@@ -21,7 +21,7 @@ from domain.agents import (
 from domain.ids import AgentId, IntegrationId
 from domain.text import SLUG_MAX
 from domain.tools import ToolRef, ToolType
-from infrastructure.http.schemas.common import RequestModel
+from infrastructure.http.schemas.common import PatchModel, RequestModel
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=AGENT_NAME_MAX, strict=True)]
 Slug = Annotated[str, StringConstraints(min_length=1, max_length=SLUG_MAX, pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
@@ -94,7 +94,7 @@ class AgentCreate(_AgentFields):
         return CreateAgentCommand(caller=caller, **self._common())
 
 
-class AgentUpdate(_AgentFields):
+class AgentUpdate(_AgentFields, PatchModel):
     """Only the fields sent are changed."""
 
     name: Name | None = None
@@ -109,13 +109,6 @@ class AgentUpdate(_AgentFields):
     max_steps: MaxSteps | None = None
     parallel_tool_calls: StrictBool | None = None
     publish_as_mcp: StrictBool | None = None
-
-    @model_validator(mode="after")
-    def _no_nulls(self) -> "AgentUpdate":
-        nulls = sorted(name for name in self.model_fields_set if getattr(self, name) is None)
-        if nulls:
-            raise ValueError(f"these fields cannot be null: {', '.join(nulls)} (leave a field out to keep it)")
-        return self
 
     def to_command(self, caller: Caller, agent_id: UUID) -> UpdateAgentCommand:
         return UpdateAgentCommand(caller=caller, agent_id=AgentId(agent_id), changes=AgentChanges(**self._common()))

@@ -1,7 +1,7 @@
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Generic, Self, TypeVar
 
 from fastapi import Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from application.pagination import DEFAULT_LIMIT, MAX_LIMIT, PageRequest
 
@@ -12,6 +12,17 @@ class RequestModel(BaseModel):
     """Bodies sent to us: unknown fields are refused."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class PatchModel(RequestModel):
+    """Partial updates: a field left out keeps its value; a field sent as null is refused."""
+
+    @model_validator(mode="after")
+    def _no_nulls(self) -> Self:
+        nulls = sorted(name for name in self.model_fields_set if getattr(self, name) is None)
+        if nulls:
+            raise ValueError(f"these fields cannot be null: {', '.join(nulls)} (leave a field out to keep it)")
+        return self
 
 
 class PageOut(BaseModel, Generic[T]):

@@ -39,7 +39,7 @@ from domain.integrations import (
 )
 from domain.prompts import PromptResult
 from infrastructure.http.errors import status_of
-from infrastructure.http.schemas.common import RequestModel
+from infrastructure.http.schemas.common import PatchModel, RequestModel
 
 T = TypeVar("T")
 Name = Annotated[str, StringConstraints(min_length=1, max_length=INTEGRATION_NAME_MAX, strict=True)]
@@ -92,7 +92,7 @@ class IntegrationCreate(RequestModel):
         )
 
 
-class IntegrationUpdate(RequestModel):
+class IntegrationUpdate(PatchModel):
     """Only the fields sent change. `credentials` replaces the stored one; `clear_credentials` removes it."""
 
     name: Name | None = None
@@ -109,10 +109,7 @@ class IntegrationUpdate(RequestModel):
     enabled: StrictBool | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> "IntegrationUpdate":
-        nulls = sorted(n for n in self.model_fields_set if getattr(self, n) is None)
-        if nulls:
-            raise ValueError(f"these fields cannot be null: {', '.join(nulls)} (leave a field out to keep it)")
+    def _one_way_to_credentials(self) -> "IntegrationUpdate":
         if self.clear_credentials and self.credentials is not None:
             raise ValueError("send either credentials or clear_credentials, not both")
         return self

@@ -2,7 +2,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, Field, StrictBool, StringConstraints, model_validator
+from pydantic import BaseModel, Field, StrictBool, StringConstraints
 
 from application.caller import Caller
 from application.use_cases.prompt_templates import SaveTemplateCommand, TemplateChanges, TemplateView
@@ -17,7 +17,7 @@ from domain.prompt_templates import (
     TemplateMessage,
 )
 from domain.prompts import PromptMessage
-from infrastructure.http.schemas.common import RequestModel
+from infrastructure.http.schemas.common import PatchModel, RequestModel
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]
 Text = Annotated[str, StringConstraints(max_length=DESCRIPTION_MAX, strict=True)]
@@ -71,19 +71,12 @@ class TemplateCreate(RequestModel):
         )
 
 
-class TemplateUpdate(RequestModel):
+class TemplateUpdate(PatchModel):
     name: Name | None = None
     description: Text | None = None
     arguments: list[ArgumentIn] | None = Field(default=None, max_length=ARGUMENTS_MAX)
     messages: list[MessageIn] | None = Field(default=None, min_length=1, max_length=MESSAGES_MAX)
     agent_id: UUID | None = None
-
-    @model_validator(mode="after")
-    def _no_nulls(self) -> "TemplateUpdate":
-        nulls = sorted(name for name in self.model_fields_set if getattr(self, name) is None)
-        if nulls:
-            raise ValueError(f"these fields cannot be null: {', '.join(nulls)} (leave a field out to keep it)")
-        return self
 
     def changes(self) -> TemplateChanges:
         return TemplateChanges(
