@@ -72,7 +72,9 @@ def server(database_url: str, extra_env: dict[str, str] | None = None) -> Iterat
         else:
             raise RuntimeError("server did not start")
         # Keep draining the server's log so it never blocks on a full pipe.
-        drain = subprocess.Popen(["cat"], stdin=process.stderr, stdout=subprocess.DEVNULL)
+        log = os.environ.get("THREADLINE_BENCH_SERVER_LOG")
+        sink = open(log, "a") if log else subprocess.DEVNULL  # noqa: SIM115 - closed with the process below
+        drain = subprocess.Popen(["cat"], stdin=process.stderr, stdout=sink)
         yield RunningServer(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}, process.pid)
     finally:
         process.terminate()

@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import ExitStack, asynccontextmanager
 
@@ -211,12 +212,13 @@ async def burst(backend: str, model_url: str, mcp_url: str, count: int, latency_
         finally:
             await client.aclose()
         if True:
-            errors = sum(1 for r in results if isinstance(r, BaseException) or r[1] != "completed")
+            outcomes = Counter(type(r).__name__ if isinstance(r, BaseException) else r[1] for r in results)
+            errors = sum(n for outcome, n in outcomes.items() if outcome != "completed")
             ideal = 2 * latency_ms / 1000
             print(
                 f"{backend}: {count} concurrent runs, model latency {latency_ms:.0f} ms/call: wall {wall:.2f} s "
                 f"(ideal {ideal:.1f} s, {wall / ideal:.2f}x), errors {errors}, "
-                f"server peak memory {running.peak_memory_mb():.0f} MB",
+                f"server peak memory {running.peak_memory_mb():.0f} MB; outcomes {dict(outcomes)}",
                 flush=True,
             )
 
