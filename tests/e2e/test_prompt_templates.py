@@ -70,6 +70,7 @@ async def test_template_input_is_checked(client: httpx.AsyncClient, tenant: Tena
     cases = [
         (template(agent["id"]), 409),
         (template(agent["id"], name="writer"), 409),
+        (template(agent["id"], name="release_notes"), 409),
         (template(agent["id"], name="bad name"), 422),
         (template(agent["id"], name="ok", messages=[]), 422),
         (template(agent["id"], name="ok", messages=[{"role": "robot", "content": "x"}]), 422),

@@ -52,8 +52,13 @@ async def all_templates(uow: UnitOfWork, files: PromptFiles, org_id: OrgId) -> l
 async def _check_names(
     uow: UnitOfWork, files: PromptFiles, template: PromptTemplate, org_id: OrgId, previous: str | None
 ) -> None:
-    if template.name != previous and any(f.template.name == template.name for f in await files.for_org(org_id)):
-        raise Conflict(f"the prompts directory already defines a template named {template.name!r}")
+    """A template's MCP names (its name as a prompt, its tool name) must be its own."""
+    for other in await all_templates(uow, files, org_id):
+        if other.template.name in (previous, template.name) and not other.from_file:
+            continue  # itself, or a stored template of the same name (the repository refuses that)
+        if other.template.tool_name == template.tool_name or other.template.name == template.name:
+            where = "the prompts directory" if other.from_file else "another template"
+            raise Conflict(f"{where} already publishes {template.tool_name!r} ({other.template.name!r})")
     for name in {template.name, template.tool_name}:
         if await uow.agents.get_by_slug(org_id, name) is not None:
             raise Conflict(f"template name {template.name!r} collides with the agent slug {name!r} over MCP")
