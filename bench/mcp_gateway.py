@@ -20,9 +20,9 @@ from mcp import Client
 from application.ports.mcp import McpTarget
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import Transport
-from infrastructure.mcp.gateway import SdkMcpGateway
-from infrastructure.mcp.operator_servers import OperatorServerRegistry
-from infrastructure.mcp.outbound import NetworkPolicy
+from infrastructure.mcp_client.gateway import SdkMcpGateway
+from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
+from infrastructure.outbound.guard import NetworkPolicy
 from tests.mcp_servers import everything
 
 

@@ -125,3 +125,31 @@ class PromptTemplateNotFound(NotFound):
 
 class PublishedNotFound(NotFound):
     """No published agent or template has that MCP name."""
+
+
+class ModelError(ApplicationError):
+    """A model call failed for good (after the SDK's retries). `code` goes on the failed run."""
+
+    code = "model_error"
+
+
+class ModelUnavailable(ModelError):
+    """The provider could not be reached, timed out or kept answering with server errors."""
+
+    code = "model_unavailable"
+
+
+class ModelRequestRejected(ModelError):
+    """The provider refused the request itself (unknown model, bad key, context too long)."""
+
+    code = "model_request_rejected"
+
+
+class ModelNotConfigured(ModelError):
+    """No provider is configured for the agent's model."""
+
+    code = "model_not_configured"
+
+
+class ToolFailure(ApplicationError):
+    """A native tool could not do its work; `detail` is shown to the model."""

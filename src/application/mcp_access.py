@@ -1,8 +1,9 @@
 """How every MCP operation reaches an integration: it must be the caller's and enabled."""
 
 from application.errors import McpIntegrationDisabled, McpIntegrationNotFound
-from application.ports.mcp import McpTarget, SecretBox
+from application.ports.mcp import McpTarget
 from application.ports.persistence import UnitOfWork
+from application.ports.security import SecretBox
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import AuthType, McpIntegration
 

@@ -5,8 +5,8 @@ from typing import Any
 
 from domain.errors import InvalidValue
 from domain.ids import AgentId, IntegrationId, OrgId
+from domain.native_tools import ToolRef
 from domain.text import require_slug, require_text
-from domain.tools import ToolRef
 
 AGENT_NAME_MAX = 200
 AGENT_DESCRIPTION_MAX = 2_000

@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from domain.errors import InvalidValue
 from domain.ids import AgentId, OrgId
-from domain.prompts import PromptMessage
+from domain.mcp_prompts import PromptMessage
 from domain.text import require_text
 
 TEMPLATE_NAME_MAX = 64

@@ -186,7 +186,7 @@ def import_agent(
 ) -> None:
     """Create an agent from a ChatMD file."""
     from application.use_cases.agents import CreateAgentCommand
-    from infrastructure.prompts import read_chatmd_agent
+    from infrastructure.template_files import read_chatmd_agent
 
     read = read_chatmd_agent(file)
     if isinstance(read, list):
@@ -217,7 +217,7 @@ def import_agent(
 @prompts_app.command("check")
 def check_prompts(directory: Annotated[Path, typer.Argument(help="A prompts directory, or one file")]) -> None:
     """Check prompt template files; every problem is reported with its file and line."""
-    from infrastructure.prompts import check_prompts as check
+    from infrastructure.template_files import check_prompts as check
 
     report = check(directory)
     for line in report.lines:

@@ -6,17 +6,23 @@ from datetime import timedelta
 from dependency_injector import containers, providers
 
 from application.caller import Caller
-from application.runs.ask import AskAgent
+from application.runs.ask_agent import AskAgent
+from application.runs.cancel_run import CancelRun
+from application.runs.create_run import CreateRun
 from application.runs.execute_run import ExecuteRun, RunLimits
-from application.runs.mcp_calls import McpPromptRetrieval, McpResourceRetrieval, McpToolCall
-from application.runs.native_calls import (
+from application.runs.follow_run import FollowRun
+from application.runs.queries import GetRun, ListRuns
+from application.runs.recover_runs import RecoverRuns
+from application.runs.submit_tool_results import SubmitToolResults
+from application.runs.tools.assembly import ToolAssembler
+from application.runs.tools.mcp import McpPromptRetrieval, McpResourceRetrieval, McpToolCall
+from application.runs.tools.native import (
     CodeExecution,
     InternetSearch,
     RunCommand,
     SourceQuery,
     WebsiteContent,
 )
-from application.runs.tool_assembly import ToolAssembler
 from application.use_cases.agents import CreateAgent, DeleteAgent, GetAgent, ListAgents, UpdateAgent
 from application.use_cases.api_keys import AuthenticateApiKey, CreateApiKey, ListApiKeys, RevokeApiKey
 from application.use_cases.integrations import (
@@ -41,6 +47,7 @@ from application.use_cases.mcp_operations import (
     RetrieveMcpResource,
 )
 from application.use_cases.mcp_publishing import CallPublishedTool, CompleteArgument, GetPublishedPrompt, ListPublished
+from application.use_cases.native_tools import ListNativeTools
 from application.use_cases.organizations import CreateOrganization, FindOrganization, GetMe
 from application.use_cases.prompt_templates import (
     CreatePromptTemplate,
@@ -49,16 +56,6 @@ from application.use_cases.prompt_templates import (
     ListPromptTemplates,
     RenderPromptTemplate,
     UpdatePromptTemplate,
-)
-from application.use_cases.runs import (
-    CancelRun,
-    CreateRun,
-    FollowRun,
-    GetRun,
-    ListRunEvents,
-    ListRuns,
-    RecoverRuns,
-    SubmitToolResults,
 )
 from application.use_cases.sources import GetSource, ListSources
 from application.use_cases.threads import (
@@ -69,31 +66,30 @@ from application.use_cases.threads import (
     ListMessages,
     ListThreads,
 )
-from application.use_cases.tools import ListNativeTools
 from domain.tools import ToolType
 from infrastructure.execution.event_bus import InMemoryRunEventBus
 from infrastructure.execution.in_process import InProcessRunExecutor
 from infrastructure.execution.wiring import run_executing, tracer_from
 from infrastructure.llm import language_model
-from infrastructure.mcp.gateway import SdkMcpGateway
-from infrastructure.mcp.operator_servers import OperatorServerRegistry
-from infrastructure.mcp.outbound import NetworkPolicy
+from infrastructure.mcp_client.gateway import SdkMcpGateway
+from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
 from infrastructure.mcp_server.endpoint import McpEndpoint
+from infrastructure.mcp_server.host_check import HostCheck
 from infrastructure.mcp_server.server import PublishingServer
-from infrastructure.mcp_server.wiring import HostCheck
 from infrastructure.native_tools.commands import OperatorCommandRunner
 from infrastructure.native_tools.python_sandbox import SubprocessPythonSandbox
 from infrastructure.native_tools.web_page import HttpWebPageReader
 from infrastructure.native_tools.web_search import SearxngWebSearch
+from infrastructure.outbound.guard import NetworkPolicy
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.readiness import DatabaseReadiness
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
-from infrastructure.prompt_registry import PromptFileRegistry
 from infrastructure.security.api_keys import Sha256KeyHasher
 from infrastructure.security.keys import secret_keys
 from infrastructure.security.secret_box import FernetSecretBox
 from infrastructure.settings import Settings
 from infrastructure.system import SystemClock, Uuid7Generator
+from infrastructure.template_files.registry import TemplateFileRegistry
 
 
 def _authenticator(make: Callable[[], AuthenticateApiKey]) -> Callable[[str | None], Awaitable[Caller]]:
@@ -276,11 +272,10 @@ class Container(containers.DeclarativeContainer):
     submit_tool_results = providers.Factory(
         SubmitToolResults, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor
     )
-    list_run_events = providers.Factory(ListRunEvents, uow=uow)
     follow_run = providers.Factory(FollowRun, uow=uow, bus=run_event_bus)
     # -- prompt templates and /mcp ------------------------------------------------------------------
     prompt_files = providers.Singleton(
-        PromptFileRegistry,
+        TemplateFileRegistry,
         directory=settings.provided.prompts_dir,
         org_slug=settings.provided.prompts_org,
         default_agent=settings.provided.prompts_agent,

@@ -82,7 +82,7 @@ async def test_a_file_template_named_like_an_agent_is_reported_and_the_agent_kee
     files_org: Tenant,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="infrastructure.prompt_registry")
+    caplog.set_level(logging.WARNING, logger="infrastructure.template_files.registry")
     await client.patch(
         f"/v1/agents/{(await client.get('/v1/agents', headers=files_org.admin)).json()['data'][0]['id']}",
         json={"publish_as_mcp": True},

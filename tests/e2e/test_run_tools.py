@@ -6,7 +6,7 @@ from uuid import UUID
 import httpx
 from dependency_injector import providers
 
-from application.use_cases.runs import RecoverRuns
+from application.runs.recover_runs import RecoverRuns
 from domain.runs import RunStatus
 from infrastructure.container import Container
 from tests.conftest import Tenant

@@ -19,10 +19,10 @@ from application.errors import McpAuthFailed, McpConnectionFailed, McpProtocolEr
 from application.ports.mcp import McpTarget
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import Transport
-from infrastructure.mcp.connection import opened
-from infrastructure.mcp.gateway import SdkMcpGateway
-from infrastructure.mcp.operator_servers import OperatorServerRegistry
-from infrastructure.mcp.outbound import NetworkPolicy
+from infrastructure.mcp_client.connection import opened
+from infrastructure.mcp_client.gateway import SdkMcpGateway
+from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
+from infrastructure.outbound.guard import NetworkPolicy
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.mcp_servers import everything

@@ -16,18 +16,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from application.ports.native_tools import (
-    CodeSandbox,
-    CommandRunner,
-    ToolFailure,
-    WebPageReader,
-    WebSearch,
-)
-from infrastructure.mcp.outbound import NetworkPolicy
+from application.errors import ToolFailure
+from application.ports.native_tools import CodeSandbox, CommandRunner, WebPageReader, WebSearch
 from infrastructure.native_tools.commands import OperatorCommandRunner, OperatorCommandsError
 from infrastructure.native_tools.python_sandbox import SubprocessPythonSandbox
 from infrastructure.native_tools.web_page import HttpWebPageReader
 from infrastructure.native_tools.web_search import SearxngWebSearch
+from infrastructure.outbound.guard import NetworkPolicy
 from tests.fakes.loopback import LoopbackServer
 
 ARTICLE = """<!doctype html>

@@ -7,13 +7,8 @@ from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
-from application.ports.llm import (
-    ModelRequest,
-    ModelRequestRejected,
-    ModelToolCall,
-    ModelUnavailable,
-    ToolDefinition,
-)
+from application.errors import ModelRequestRejected, ModelUnavailable
+from application.ports.llm import ModelRequest, ModelToolCall, ToolDefinition
 from domain.agents import ModelSettings
 from domain.messages import ImageContent, ToolResultContent, ToolUseContent
 from domain.usage import Usage

@@ -6,16 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from domain.tools import ToolRef, ToolType
-from infrastructure.prompts import (
+from domain.native_tools import ToolRef
+from domain.tools import ToolType
+from infrastructure.template_files import (
     ChatMdAgent,
     LoadResult,
     Problem,
-    PromptDirectory,
+    TemplateDirectory,
     check_prompts,
     read_chatmd_agent,
 )
-from infrastructure.prompts import directory as directory_module
+from infrastructure.template_files import directory as directory_module
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "prompts"
 
@@ -38,7 +39,7 @@ def names(result: LoadResult) -> list[str]:
 
 
 def test_the_example_templates_load_without_problems() -> None:
-    result = PromptDirectory(EXAMPLES).load()
+    result = TemplateDirectory(EXAMPLES).load()
 
     assert result.problems == []
     assert names(result) == ["summarize-text", "support-triage"]
@@ -80,7 +81,7 @@ def test_bad_files_are_reported_and_skipped_and_other_files_ignored(tmp_path: Pa
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "nested.yaml").write_text(yaml_file("nested"))
 
-    result = PromptDirectory(tmp_path).load()
+    result = TemplateDirectory(tmp_path).load()
 
     assert names(result) == ["good", "e-hello"]
     assert result.files == 6
@@ -107,7 +108,7 @@ def test_an_unreadable_file_is_reported_and_never_raises(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(directory_module, "_read", read)
 
-    result = PromptDirectory(tmp_path).load()
+    result = TemplateDirectory(tmp_path).load()
 
     assert names(result) == ["open"]
     assert result.problems == [
@@ -116,7 +117,7 @@ def test_an_unreadable_file_is_reported_and_never_raises(tmp_path: Path, monkeyp
 
 
 def test_a_missing_directory_is_a_problem(tmp_path: Path) -> None:
-    result = PromptDirectory(tmp_path / "absent").load()
+    result = TemplateDirectory(tmp_path / "absent").load()
 
     assert result.templates == []
     assert result.problems == [
@@ -129,7 +130,7 @@ def test_a_later_file_with_the_same_name_is_a_problem(tmp_path: Path) -> None:
     (tmp_path / "b.yaml").write_text("# the same name again\n" + yaml_file("hello", description="Another."))
     (tmp_path / "hello.chatmd").write_text("<system>A third hello.</system>")
 
-    result = PromptDirectory(tmp_path).load()
+    result = TemplateDirectory(tmp_path).load()
 
     assert [t.template.origin for t in result.templates] == [f"{tmp_path}/a.yaml"]
     assert [str(p) for p in result.problems] == [
@@ -142,7 +143,7 @@ def test_names_that_give_the_same_mcp_tool_name_are_a_problem(tmp_path: Path) ->
     (tmp_path / "a.yaml").write_text(yaml_file("say-hello"))
     (tmp_path / "say_hello.chatmd").write_text("<system>Hello.</system>")
 
-    result = PromptDirectory(tmp_path).load()
+    result = TemplateDirectory(tmp_path).load()
 
     assert names(result) == ["say-hello"]
     assert [str(p) for p in result.problems] == [
@@ -174,7 +175,7 @@ def test_the_checker_lists_problems_and_sums_up(tmp_path: Path) -> None:
 
 
 def test_polling_sees_added_edited_and_deleted_files(tmp_path: Path) -> None:
-    prompts = PromptDirectory(tmp_path)
+    prompts = TemplateDirectory(tmp_path)
     assert prompts.load().templates == []
     assert prompts.poll_once() is None
 
@@ -198,7 +199,7 @@ def test_an_edit_that_keeps_size_and_mtime_is_still_seen(tmp_path: Path) -> None
     path = tmp_path / "hello.yaml"
     path.write_text(yaml_file("hello", content="Hello {who}!"))
     before = path.stat()
-    prompts = PromptDirectory(tmp_path)
+    prompts = TemplateDirectory(tmp_path)
     prompts.load()
 
     path.write_text(yaml_file("hello", content="Hallo {who}!"))
@@ -215,7 +216,7 @@ def test_an_edit_that_keeps_size_and_mtime_is_still_seen(tmp_path: Path) -> None
 def test_a_file_that_becomes_broken_and_then_fixed_is_reported_each_time(tmp_path: Path) -> None:
     path = tmp_path / "hello.yaml"
     path.write_text(yaml_file("hello"))
-    prompts = PromptDirectory(tmp_path)
+    prompts = TemplateDirectory(tmp_path)
     prompts.load()
 
     path.write_text("name: hello\n")
@@ -231,13 +232,13 @@ def test_a_file_that_becomes_broken_and_then_fixed_is_reported_each_time(tmp_pat
 def test_polling_before_any_load_reports_every_file(tmp_path: Path) -> None:
     (tmp_path / "hello.yaml").write_text(yaml_file("hello"))
 
-    first = PromptDirectory(tmp_path).poll_once()
+    first = TemplateDirectory(tmp_path).poll_once()
 
     assert first is not None and names(first) == ["hello"]
 
 
 async def test_the_watcher_calls_back_after_a_change_and_stops_when_cancelled(tmp_path: Path) -> None:
-    prompts = PromptDirectory(tmp_path)
+    prompts = TemplateDirectory(tmp_path)
     prompts.load()
     seen: list[LoadResult] = []
     changed = asyncio.Event()
@@ -259,7 +260,7 @@ async def test_the_watcher_calls_back_after_a_change_and_stops_when_cancelled(tm
 
 
 async def test_a_failing_callback_gets_the_change_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    prompts = PromptDirectory(tmp_path)
+    prompts = TemplateDirectory(tmp_path)
     prompts.load()
     calls: list[LoadResult] = []
     delivered = asyncio.Event()

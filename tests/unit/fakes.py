@@ -19,7 +19,7 @@ from application.ports.tracing import Level
 from domain.agents import Agent
 from domain.ids import AgentId, IntegrationId, OrgId
 from domain.integrations import McpIntegration
-from domain.prompts import PromptResult
+from domain.mcp_prompts import PromptResult
 from domain.usage import Usage
 
 

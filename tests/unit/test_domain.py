@@ -17,9 +17,10 @@ from domain.messages import (
     content_from_dicts,
     part_to_dict,
 )
+from domain.native_tools import ToolRef
 from domain.text import slugify
 from domain.threads import Thread
-from domain.tools import ToolRef, ToolType
+from domain.tools import ToolType
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
 

@@ -7,9 +7,9 @@ import pytest
 
 from application.errors import UrlNotAllowed
 from domain.ids import IntegrationId
-from infrastructure.mcp.catalog_cache import CatalogCache
-from infrastructure.mcp.operator_servers import OperatorServerRegistry, OperatorServersError
-from infrastructure.mcp.outbound import NetworkPolicy
+from infrastructure.mcp_client.catalog_cache import CatalogCache
+from infrastructure.mcp_client.operator_servers import OperatorServerRegistry, OperatorServersError
+from infrastructure.outbound.guard import NetworkPolicy
 from infrastructure.security.secret_box import FernetSecretBox, SecretUnreadable
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)

@@ -2,14 +2,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from application.ports.llm import (
-    ModelNotConfigured,
-    ModelRequest,
-    ModelResponse,
-    ModelToolCall,
-    TextListener,
-    ToolDefinition,
-)
+from application.errors import ModelNotConfigured
+from application.ports.llm import ModelRequest, ModelResponse, ModelToolCall, TextListener, ToolDefinition
 from domain.messages import Message, ToolResultContent, ToolUseContent
 from infrastructure.llm import ModelRouter, OfflineLanguageModel
 from tests.conversations import assistant, tool_results, user

@@ -4,10 +4,11 @@ from textwrap import dedent
 
 import pytest
 
+from domain.mcp_prompts import PromptMessage
+from domain.native_tools import ToolRef
 from domain.prompt_templates import ArgumentType
-from domain.prompts import PromptMessage
-from domain.tools import ToolRef, ToolType
-from infrastructure.prompts import (
+from domain.tools import ToolType
+from infrastructure.template_files import (
     ChatMdAgent,
     Problem,
     TemplateFile,

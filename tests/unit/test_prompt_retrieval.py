@@ -10,14 +10,14 @@ from application.errors import McpConnectionFailed
 from application.ports.llm import ModelToolCall
 from application.ports.mcp import McpPromptArgument, McpPromptInfo
 from application.ports.tracing import Level
-from application.runs.context import ToolContext
-from application.runs.mcp_calls import McpPromptRetrieval
-from application.runs.tool_assembly import RETRIEVE_PROMPT, ToolAssembler
+from application.runs.tools.assembly import RETRIEVE_PROMPT, ToolAssembler
+from application.runs.tools.handler import ToolContext
+from application.runs.tools.mcp import McpPromptRetrieval
 from application.use_cases.mcp_operations import GetMcpPrompt
 from domain.agents import Agent
 from domain.ids import AgentId, IntegrationId, OrgId, RunId, ThreadId
 from domain.integrations import McpIntegration
-from domain.prompts import PromptMessage, PromptResult
+from domain.mcp_prompts import PromptMessage, PromptResult
 from domain.tools import Tool, ToolType
 from tests.unit.fakes import FakeGateway, FakeTrace, FakeUnitOfWork, NoCommands, PlainSecrets, Unavailable
 
@@ -145,14 +145,14 @@ async def test_role_labels_are_capitalised() -> None:
 
 
 async def test_retrievals_are_logged_and_traced_with_their_metadata(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="application.runs.mcp_calls")
+    caplog.set_level(logging.INFO, logger="application.runs.tools.mcp")
     trace = FakeTrace()
     await call(
         retrieval(FakeGateway(prompts=PROMPTS, prompt=GREETING)),
         {"integrationId": str(INTEGRATION.id), "promptName": "customer_support_greeting", "arguments": {"topic": "x"}},
         trace,
     )
-    start, success = [r for r in caplog.records if r.name == "application.runs.mcp_calls"]
+    start, success = [r for r in caplog.records if r.name == "application.runs.tools.mcp"]
     assert start.getMessage() == "Retrieving MCP prompt"
     assert (start.integrationId, start.promptName, start.hasArguments) == (
         str(INTEGRATION.id),
@@ -173,7 +173,7 @@ async def test_retrievals_are_logged_and_traced_with_their_metadata(caplog: pyte
         retrieval(FakeGateway(prompts=PROMPTS, failure=McpConnectionFailed("down"))),
         {"integrationId": str(INTEGRATION.id), "promptName": "plain"},
     )
-    [failure] = [r for r in caplog.records if r.name == "application.runs.mcp_calls" and r.levelno == logging.ERROR]
+    [failure] = [r for r in caplog.records if r.name == "application.runs.tools.mcp" and r.levelno == logging.ERROR]
     assert failure.getMessage() == "MCP prompt retrieval failed"
     assert (failure.promptName, failure.error) == ("plain", "down")  # type: ignore[attr-defined]
 

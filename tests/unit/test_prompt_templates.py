@@ -2,6 +2,7 @@
 
 import pytest
 
+from domain.mcp_prompts import PromptMessage
 from domain.prompt_templates import (
     ArgumentType,
     MissingArguments,
@@ -10,7 +11,6 @@ from domain.prompt_templates import (
     TemplateMessage,
     declared_placeholders,
 )
-from domain.prompts import PromptMessage
 
 
 def template(content: str, *arguments: TemplateArgument, description: str = "Analyze a failing test") -> PromptTemplate:

@@ -4,8 +4,8 @@ from uuid import uuid4
 import pytest
 
 from application.ports.mcp import McpToolInfo
-from application.runs.results import truncate
-from application.runs.tool_assembly import ToolAssembler
+from application.runs.tools.assembly import ToolAssembler
+from application.runs.tools.handler import truncate
 from application.use_cases.mcp_publishing import agent_description
 from domain.agents import Agent
 from domain.errors import IllegalTransition, InvalidValue

@@ -4,7 +4,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from application.errors import ApplicationError
 from domain.agents import ModelSettings
 from domain.messages import Message
 from domain.usage import Usage
@@ -52,30 +51,6 @@ class ModelResponse:
 
 
 TextListener = Callable[[str], Awaitable[None]]
-
-
-class ModelError(ApplicationError):
-    """A model call failed for good (after the SDK's retries). `code` goes on the failed run."""
-
-    code = "model_error"
-
-
-class ModelUnavailable(ModelError):
-    """The provider could not be reached, timed out or kept answering with server errors."""
-
-    code = "model_unavailable"
-
-
-class ModelRequestRejected(ModelError):
-    """The provider refused the request itself (unknown model, bad key, context too long)."""
-
-    code = "model_request_rejected"
-
-
-class ModelNotConfigured(ModelError):
-    """No provider is configured for the agent's model."""
-
-    code = "model_not_configured"
 
 
 class LanguageModel(Protocol):

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import Transport
-from domain.prompts import PromptResult
+from domain.mcp_prompts import PromptResult
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,22 +122,6 @@ class McpGateway(Protocol):
 
     async def forget(self, integration_id: IntegrationId) -> None:
         """Drop the pooled session and cached catalogs of an integration (updated, disabled, deleted)."""
-        ...
-
-
-class SecretBox(Protocol):
-    """Encrypts credentials for storage and decrypts them for use."""
-
-    def seal(self, plaintext: str) -> str: ...
-    def open(self, ciphertext: str) -> str: ...
-    def rotate(self, ciphertext: str) -> str:
-        """The same secret, encrypted again with the current key."""
-        ...
-
-
-class OutboundPolicy(Protocol):
-    async def check_url(self, url: str) -> None:
-        """Raise UrlNotAllowed when the URL's host is somewhere outbound requests may not go."""
         ...
 
 

@@ -7,12 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from application.errors import ApplicationError
-
-
-class ToolFailure(ApplicationError):
-    """A native tool could not do its work; `detail` is shown to the model."""
-
 
 @dataclass(frozen=True, kw_only=True)
 class WebPage:

@@ -1,8 +1,8 @@
 from collections.abc import Mapping
 from typing import Any
 
+from application.ports.execution import RunEventBus
 from application.ports.persistence import UnitOfWork
-from application.ports.runs import RunEventBus
 from application.ports.system import Clock
 from domain.ids import OrgId, RunId
 from domain.runs import RunEvent, RunEventType

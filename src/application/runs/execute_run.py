@@ -8,16 +8,16 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from application.ports.llm import LanguageModel, ModelError, ModelRequest, ModelResponse, ModelToolCall
+from application.errors import ModelError
+from application.ports.execution import RunEventBus
+from application.ports.llm import LanguageModel, ModelRequest, ModelResponse, ModelToolCall
 from application.ports.persistence import UnitOfWork
-from application.ports.runs import RunEventBus
 from application.ports.system import Clock, IdGenerator
 from application.ports.tracing import Level, RunTrace, Tracer
-from application.runs.context import ToolContext
 from application.runs.events import RunEventStream
-from application.runs.results import ToolOutcome, truncate
 from application.runs.start import new_thread, queue_run, run_summary
-from application.runs.tool_assembly import AssembledTools, ToolAssembler
+from application.runs.tools.assembly import AssembledTools, ToolAssembler
+from application.runs.tools.handler import ToolContext, ToolOutcome, truncate
 from domain.agents import Agent
 from domain.ids import AgentId, MessageId, OrgId, RunId
 from domain.messages import ContentPart, Message, MessageRole, TextContent, ToolResultContent, ToolUseContent

@@ -3,14 +3,13 @@ from dataclasses import dataclass, field
 
 from application.caller import Caller
 from application.errors import AgentNotFound, InvalidReference
-from application.native_tools import check_tool_config
 from application.pagination import Page, PageRequest, decode_id_cursor, page_of
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from domain.agents import DEFAULT_MAX_STEPS, Agent, AgentChanges, ModelSettings
 from domain.ids import AgentId, IntegrationId
+from domain.native_tools import ToolRef
 from domain.text import slugify
-from domain.tools import ToolRef
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,8 +30,6 @@ class CreateAgentCommand:
 
 
 async def _check_links(uow: UnitOfWork, caller: Caller, agent: Agent) -> None:
-    for ref in agent.tools:
-        check_tool_config(ref.type, ref.config)
     if agent.sub_agent_ids:
         found = await uow.agents.existing_ids(caller.org_id, agent.sub_agent_ids)
         missing = [str(a) for a in agent.sub_agent_ids if a not in found]

@@ -4,8 +4,8 @@ from datetime import timedelta
 from application.caller import Caller
 from application.errors import ApiKeyNotFound, NotAuthenticated
 from application.pagination import Page, PageRequest, decode_id_cursor, page_of
-from application.ports.api_key_secrets import KeyHasher
 from application.ports.persistence import UnitOfWork
+from application.ports.security import KeyHasher
 from application.ports.system import Clock, IdGenerator
 from domain.api_keys import ApiKey, Role
 from domain.ids import ApiKeyId

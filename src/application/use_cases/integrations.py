@@ -6,8 +6,10 @@ from application.caller import Caller
 from application.errors import InvalidReference, McpServerError
 from application.mcp_access import load_integration, target_of
 from application.pagination import Page, PageRequest, decode_id_cursor, page_of
-from application.ports.mcp import McpGateway, McpServerInfo, OperatorServers, OutboundPolicy, SecretBox
+from application.ports.mcp import McpGateway, McpServerInfo, OperatorServers
+from application.ports.outbound import OutboundPolicy
 from application.ports.persistence import UnitOfWork
+from application.ports.security import SecretBox
 from application.ports.system import Clock, IdGenerator
 from domain.errors import InvalidValue
 from domain.ids import IntegrationId

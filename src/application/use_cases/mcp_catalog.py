@@ -9,9 +9,9 @@ from application.ports.mcp import (
     McpResourceTemplateInfo,
     McpTarget,
     McpToolInfo,
-    SecretBox,
 )
 from application.ports.persistence import UnitOfWork
+from application.ports.security import SecretBox
 from domain.ids import IntegrationId
 from domain.integrations import McpIntegration
 

@@ -16,13 +16,13 @@ from application.ports.mcp import (
     McpResourceInfo,
     McpTarget,
     McpToolResult,
-    SecretBox,
 )
 from application.ports.persistence import UnitOfWork
+from application.ports.security import SecretBox
 from application.ports.system import Clock, IdGenerator
 from domain.errors import InvalidValue
 from domain.ids import AgentId, IntegrationId, OrgId, SourceId, ThreadId
-from domain.prompts import PromptResult
+from domain.mcp_prompts import PromptResult
 from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin, table_from_rows
 
 CSV_MIME_TYPES = frozenset({"text/csv", "application/csv", "text/comma-separated-values"})

@@ -9,14 +9,14 @@ from typing import Any
 from application.caller import Caller
 from application.errors import PublishedNotFound
 from application.ports.persistence import UnitOfWork
-from application.ports.prompt_files import PromptFiles
 from application.ports.system import Clock
-from application.runs.ask import AskAgent, Progress
+from application.ports.template_files import TemplateFiles
+from application.runs.ask_agent import AskAgent, Progress
 from application.use_cases.prompt_templates import TemplateView, all_templates
 from domain.agents import Agent
 from domain.errors import InvalidValue
+from domain.mcp_prompts import PromptMessage, PromptResult
 from domain.prompt_templates import ArgumentType, MissingArguments, joined
-from domain.prompts import PromptMessage, PromptResult
 from domain.runs import Run
 
 logger = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class Published:
         return prompts
 
 
-async def published(uow: UnitOfWork, files: PromptFiles, caller: Caller) -> Published:
+async def published(uow: UnitOfWork, files: TemplateFiles, caller: Caller) -> Published:
     agents = list(await uow.agents.published(caller.org_id))
     taken = {a.slug for a in agents}
     templates = []
@@ -111,7 +111,7 @@ async def published(uow: UnitOfWork, files: PromptFiles, caller: Caller) -> Publ
 
 
 class ListPublished:
-    def __init__(self, uow: UnitOfWork, files: PromptFiles) -> None:
+    def __init__(self, uow: UnitOfWork, files: TemplateFiles) -> None:
         self._uow, self._files = uow, files
 
     async def execute(self, caller: Caller) -> Published:
@@ -157,7 +157,7 @@ class CallPublishedTool:
     """A published agent answers `input`; a template is rendered and answered by its agent. Either way
     as a real run in a fresh thread. Failures are answers with is_error, not exceptions."""
 
-    def __init__(self, uow: UnitOfWork, clock: Clock, files: PromptFiles, ask: AskAgent) -> None:
+    def __init__(self, uow: UnitOfWork, clock: Clock, files: TemplateFiles, ask: AskAgent) -> None:
         self._uow, self._clock, self._files, self._ask = uow, clock, files, ask
 
     async def execute(self, call: ToolCall) -> ToolAnswer:
@@ -207,7 +207,7 @@ class CallPublishedTool:
 
 
 class GetPublishedPrompt:
-    def __init__(self, uow: UnitOfWork, files: PromptFiles) -> None:
+    def __init__(self, uow: UnitOfWork, files: TemplateFiles) -> None:
         self._uow, self._files = uow, files
 
     async def execute(self, caller: Caller, name: str, arguments: Mapping[str, str]) -> PromptResult:
@@ -230,7 +230,7 @@ class CompleteArgument:
     """Suggestions for a template argument that declares autocomplete: its own list, then the values the
     organization used before, matching what was typed so far."""
 
-    def __init__(self, uow: UnitOfWork, files: PromptFiles) -> None:
+    def __init__(self, uow: UnitOfWork, files: TemplateFiles) -> None:
         self._uow, self._files = uow, files
 
     async def execute(self, caller: Caller, prompt: str, argument: str, typed: str) -> list[str]:

@@ -2,8 +2,8 @@ from dataclasses import dataclass
 
 from application.caller import Caller
 from application.errors import OrganizationNotFound, SlugTaken
-from application.ports.api_key_secrets import KeyHasher
 from application.ports.persistence import UnitOfWork
+from application.ports.security import KeyHasher
 from application.ports.system import Clock, IdGenerator
 from domain.api_keys import ApiKey, Role
 from domain.ids import ApiKeyId, OrgId

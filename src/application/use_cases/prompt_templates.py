@@ -6,11 +6,11 @@ from dataclasses import dataclass, field, replace
 from application.caller import Caller
 from application.errors import Conflict, InvalidReference, PromptTemplateNotFound
 from application.ports.persistence import UnitOfWork
-from application.ports.prompt_files import PromptFiles
 from application.ports.system import Clock
+from application.ports.template_files import TemplateFiles
 from domain.ids import AgentId, OrgId
+from domain.mcp_prompts import PromptMessage
 from domain.prompt_templates import ArgumentValue, PromptTemplate, TemplateArgument, TemplateMessage
-from domain.prompts import PromptMessage
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,7 +24,7 @@ class TemplateView:
         return self.template.origin != "api"
 
 
-async def find_template(uow: UnitOfWork, files: PromptFiles, org_id: OrgId, name: str) -> TemplateView | None:
+async def find_template(uow: UnitOfWork, files: TemplateFiles, org_id: OrgId, name: str) -> TemplateView | None:
     stored = await uow.prompt_templates.get(org_id, name)
     if stored is not None:
         return TemplateView(template=stored)
@@ -38,7 +38,7 @@ async def find_template(uow: UnitOfWork, files: PromptFiles, org_id: OrgId, name
     )
 
 
-async def all_templates(uow: UnitOfWork, files: PromptFiles, org_id: OrgId) -> list[TemplateView]:
+async def all_templates(uow: UnitOfWork, files: TemplateFiles, org_id: OrgId) -> list[TemplateView]:
     stored = [TemplateView(template=t) for t in await uow.prompt_templates.list(org_id)]
     names = {v.template.name for v in stored}
     from_files = [
@@ -50,7 +50,7 @@ async def all_templates(uow: UnitOfWork, files: PromptFiles, org_id: OrgId) -> l
 
 
 async def _check_names(
-    uow: UnitOfWork, files: PromptFiles, template: PromptTemplate, org_id: OrgId, previous: str | None
+    uow: UnitOfWork, files: TemplateFiles, template: PromptTemplate, org_id: OrgId, previous: str | None
 ) -> None:
     """A template's MCP names (its name as a prompt, its tool name) must be its own."""
     for other in await all_templates(uow, files, org_id):
@@ -75,7 +75,7 @@ class SaveTemplateCommand:
 
 
 class CreatePromptTemplate:
-    def __init__(self, uow: UnitOfWork, clock: Clock, files: PromptFiles) -> None:
+    def __init__(self, uow: UnitOfWork, clock: Clock, files: TemplateFiles) -> None:
         self._uow, self._clock, self._files = uow, clock, files
 
     async def execute(self, command: SaveTemplateCommand) -> PromptTemplate:
@@ -110,7 +110,7 @@ class TemplateChanges:
 
 
 class UpdatePromptTemplate:
-    def __init__(self, uow: UnitOfWork, clock: Clock, files: PromptFiles) -> None:
+    def __init__(self, uow: UnitOfWork, clock: Clock, files: TemplateFiles) -> None:
         self._uow, self._clock, self._files = uow, clock, files
 
     async def execute(self, caller: Caller, name: str, changes: TemplateChanges) -> PromptTemplate:
@@ -135,7 +135,7 @@ class UpdatePromptTemplate:
 
 
 class DeletePromptTemplate:
-    def __init__(self, uow: UnitOfWork, files: PromptFiles) -> None:
+    def __init__(self, uow: UnitOfWork, files: TemplateFiles) -> None:
         self._uow, self._files = uow, files
 
     async def execute(self, caller: Caller, name: str) -> None:
@@ -150,7 +150,7 @@ class DeletePromptTemplate:
 
 
 class ListPromptTemplates:
-    def __init__(self, uow: UnitOfWork, files: PromptFiles) -> None:
+    def __init__(self, uow: UnitOfWork, files: TemplateFiles) -> None:
         self._uow, self._files = uow, files
 
     async def execute(self, caller: Caller) -> list[TemplateView]:
@@ -159,7 +159,7 @@ class ListPromptTemplates:
 
 
 class GetPromptTemplate:
-    def __init__(self, uow: UnitOfWork, files: PromptFiles) -> None:
+    def __init__(self, uow: UnitOfWork, files: TemplateFiles) -> None:
         self._uow, self._files = uow, files
 
     async def execute(self, caller: Caller, name: str) -> TemplateView:
@@ -180,7 +180,7 @@ class RenderCommand:
 class RenderPromptTemplate:
     """The template's messages with the arguments substituted (a missing required one is refused)."""
 
-    def __init__(self, uow: UnitOfWork, files: PromptFiles) -> None:
+    def __init__(self, uow: UnitOfWork, files: TemplateFiles) -> None:
         self._uow, self._files = uow, files
 
     async def execute(self, command: RenderCommand) -> tuple[PromptMessage, ...]:

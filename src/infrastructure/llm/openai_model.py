@@ -15,15 +15,8 @@ from openai import (
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
-from application.ports.llm import (
-    ModelError,
-    ModelRequest,
-    ModelRequestRejected,
-    ModelResponse,
-    ModelToolCall,
-    ModelUnavailable,
-    TextListener,
-)
+from application.errors import ModelError, ModelRequestRejected, ModelUnavailable
+from application.ports.llm import ModelRequest, ModelResponse, ModelToolCall, TextListener
 from domain.usage import Usage
 from infrastructure.llm.openai_messages import chat_messages, chat_tools
 from infrastructure.llm.tool_arguments import parse_tool_arguments

@@ -1,12 +1,7 @@
 """Picks the language model adapter that serves a request's model."""
 
-from application.ports.llm import (
-    LanguageModel,
-    ModelNotConfigured,
-    ModelRequest,
-    ModelResponse,
-    TextListener,
-)
+from application.errors import ModelNotConfigured
+from application.ports.llm import LanguageModel, ModelRequest, ModelResponse, TextListener
 from infrastructure.llm.offline_model import OFFLINE_MODEL, OfflineLanguageModel
 from infrastructure.llm.openai_model import OpenAiLanguageModel
 

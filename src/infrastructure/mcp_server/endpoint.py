@@ -9,8 +9,8 @@ from starlette.types import Receive, Scope, Send
 
 from application.caller import Caller
 from application.errors import NotAuthenticated
+from infrastructure.mcp_server.host_check import HostCheck
 from infrastructure.mcp_server.server import PublishingServer
-from infrastructure.mcp_server.wiring import HostCheck
 
 Authenticate = Callable[[str | None], Awaitable[Caller]]
 

@@ -27,7 +27,8 @@ from typing import Any
 
 import yaml
 
-from application.ports.native_tools import CommandSpec, ProcessOutput, ToolFailure
+from application.errors import ToolFailure
+from application.ports.native_tools import CommandSpec, ProcessOutput
 from infrastructure.native_tools.processes import run_process
 
 DEFAULT_MAX_ARGUMENTS = 32

@@ -8,7 +8,8 @@ import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from application.ports.native_tools import ProcessOutput, ToolFailure
+from application.errors import ToolFailure
+from application.ports.native_tools import ProcessOutput
 
 _CHUNK_BYTES = 64 * 1024
 _GRACE_SECONDS = 1.0

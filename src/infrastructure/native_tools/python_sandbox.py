@@ -20,7 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from application.ports.native_tools import ProcessOutput, ToolFailure
+from application.errors import ToolFailure
+from application.ports.native_tools import ProcessOutput
 from infrastructure.native_tools.processes import run_process
 
 _MAX_OPEN_FILES = 64

@@ -6,9 +6,9 @@ import re
 
 import httpx
 
-from application.errors import UrlNotAllowed
-from application.ports.mcp import OutboundPolicy
-from application.ports.native_tools import ToolFailure, WebPage
+from application.errors import ToolFailure, UrlNotAllowed
+from application.ports.native_tools import WebPage
+from application.ports.outbound import OutboundPolicy
 from infrastructure.native_tools.html_text import html_to_text
 
 MAX_REDIRECTS = 5

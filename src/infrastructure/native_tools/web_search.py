@@ -6,7 +6,8 @@ from typing import Any
 
 import httpx
 
-from application.ports.native_tools import SearchHit, ToolFailure
+from application.errors import ToolFailure
+from application.ports.native_tools import SearchHit
 
 
 class SearxngWebSearch:

@@ -3,7 +3,7 @@ import hmac
 import re
 import secrets
 
-from application.ports.api_key_secrets import MintedKey
+from application.ports.security import MintedKey
 
 _KEY = re.compile(r"^tl_([a-z0-9]{12})_[A-Za-z0-9_-]{43}$")
 

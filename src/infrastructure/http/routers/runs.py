@@ -9,16 +9,11 @@ from fastapi.responses import StreamingResponse
 
 from application.caller import Caller
 from application.pagination import PageRequest
-from application.use_cases.runs import (
-    CancelRun,
-    CreateRun,
-    FollowRun,
-    GetRun,
-    ListRuns,
-    RunFilter,
-    RunFollower,
-    SubmitToolResults,
-)
+from application.runs.cancel_run import CancelRun
+from application.runs.create_run import CreateRun
+from application.runs.follow_run import FollowRun, RunFollower
+from application.runs.queries import GetRun, ListRuns, RunFilter
+from application.runs.submit_tool_results import SubmitToolResults
 from domain.ids import AgentId, RunId, ThreadId
 from domain.runs import RunStatus
 from infrastructure.container import Container

@@ -3,7 +3,7 @@ from typing import Annotated
 from dependency_injector.wiring import Provide, inject
 from fastapi import APIRouter, Depends
 
-from application.use_cases.tools import ListNativeTools
+from application.use_cases.native_tools import ListNativeTools
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
 from infrastructure.http.schemas.tools import NativeToolOut

@@ -19,8 +19,9 @@ from domain.agents import (
     ModelSettings,
 )
 from domain.ids import AgentId, IntegrationId
+from domain.native_tools import ToolRef
 from domain.text import SLUG_MAX
-from domain.tools import ToolRef, ToolType
+from domain.tools import ToolType
 from infrastructure.http.schemas.common import PatchModel, RequestModel
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=AGENT_NAME_MAX, strict=True)]

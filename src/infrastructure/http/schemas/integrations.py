@@ -37,7 +37,7 @@ from domain.integrations import (
     ToolFilter,
     Transport,
 )
-from domain.prompts import PromptResult
+from domain.mcp_prompts import PromptResult
 from infrastructure.http.errors import status_of
 from infrastructure.http.schemas.common import PatchModel, RequestModel
 

@@ -7,6 +7,7 @@ from pydantic import BaseModel, Field, StrictBool, StringConstraints
 from application.caller import Caller
 from application.use_cases.prompt_templates import SaveTemplateCommand, TemplateChanges, TemplateView
 from domain.ids import AgentId
+from domain.mcp_prompts import PromptMessage
 from domain.prompt_templates import (
     ARGUMENTS_MAX,
     CONTENT_MAX,
@@ -16,7 +17,6 @@ from domain.prompt_templates import (
     TemplateArgument,
     TemplateMessage,
 )
-from domain.prompts import PromptMessage
 from infrastructure.http.schemas.common import PatchModel, RequestModel
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]

@@ -6,7 +6,8 @@ from uuid import UUID
 from pydantic import BaseModel, Field, StrictBool, StringConstraints
 
 from application.caller import Caller
-from application.use_cases.runs import INPUT_MAX, CreateRunCommand, SubmitToolResultsCommand, ToolResultInput
+from application.runs.create_run import INPUT_MAX, CreateRunCommand
+from application.runs.submit_tool_results import SubmitToolResultsCommand, ToolResultInput
 from domain.ids import AgentId, RunId, ThreadId
 from domain.runs import IDEMPOTENCY_KEY_MAX, ClientTool, Run, RunEvent, RunStatus
 from infrastructure.http.schemas.common import RequestModel

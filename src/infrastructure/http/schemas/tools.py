@@ -2,7 +2,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from application.native_tools import NativeToolSpec
+from domain.native_tools import NativeToolSpec
 
 
 class NativeToolOut(BaseModel):

@@ -9,7 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from application.errors import SlugTaken
 from domain.agents import Agent, ModelSettings
 from domain.ids import AgentId, IntegrationId, OrgId
-from domain.tools import ToolRef, ToolType
+from domain.native_tools import ToolRef
+from domain.tools import ToolType
 from infrastructure.persistence.errors import violated_unique
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import agents

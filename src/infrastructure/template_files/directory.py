@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
 
-from infrastructure.prompts.files import FILE_SIZE_MAX, is_template_file, parse_template_file
-from infrastructure.prompts.problems import Problem, TemplateFile
+from infrastructure.template_files.files import FILE_SIZE_MAX, is_template_file, parse_template_file
+from infrastructure.template_files.problems import Problem, TemplateFile
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def _read(path: str) -> bytes:
         return file.read(FILE_SIZE_MAX + 1)
 
 
-class PromptDirectory:
+class TemplateDirectory:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self._seen: tuple[object, ...] | None = None

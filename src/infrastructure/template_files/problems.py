@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from application.ports.prompt_files import FileTemplate
+from application.ports.template_files import FileTemplate
 
 
 @dataclass(frozen=True, kw_only=True)

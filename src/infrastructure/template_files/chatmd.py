@@ -22,7 +22,7 @@ from domain.prompt_templates import (
     defaulted_placeholders,
 )
 from domain.text import require_slug
-from infrastructure.prompts.problems import Problem, TemplateFile, line_at
+from infrastructure.template_files.problems import Problem, TemplateFile, line_at
 
 MESSAGE_ELEMENTS = ("system", "developer", "user", "assistant")
 DECLARATION_ELEMENTS = ("tool", "meta", "config")

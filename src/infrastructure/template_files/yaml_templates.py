@@ -20,7 +20,7 @@ from domain.prompt_templates import (
     TemplateMessage,
 )
 from domain.text import require_slug, require_text
-from infrastructure.prompts.problems import Problem, TemplateFile, line_at
+from infrastructure.template_files.problems import Problem, TemplateFile, line_at
 
 _NULL = "tag:yaml.org,2002:null"
 _BOOL = "tag:yaml.org,2002:bool"

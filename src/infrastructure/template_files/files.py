@@ -2,9 +2,9 @@
 
 from pathlib import Path, PurePath
 
-from infrastructure.prompts.chatmd import parse_chatmd_template
-from infrastructure.prompts.problems import Problem, TemplateFile
-from infrastructure.prompts.yaml_templates import parse_yaml_template
+from infrastructure.template_files.chatmd import parse_chatmd_template
+from infrastructure.template_files.problems import Problem, TemplateFile
+from infrastructure.template_files.yaml_templates import parse_yaml_template
 
 YAML_SUFFIXES = (".yaml", ".yml")
 CHATMD_SUFFIXES = (".chatmd",)

@@ -11,7 +11,7 @@ from mcp import StdioServerParameters
 from application.errors import McpConnectionFailed
 from application.ports.mcp import McpTarget
 from domain.ids import IntegrationId
-from infrastructure.mcp.connection import McpConnection
+from infrastructure.mcp_client.connection import McpConnection
 
 logger = logging.getLogger(__name__)
 

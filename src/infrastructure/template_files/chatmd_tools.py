@@ -4,7 +4,8 @@ builders have none: Threadline agents work on sources, not on the host's files."
 
 from collections.abc import Iterable, Mapping
 
-from domain.tools import ToolRef, ToolType
+from domain.native_tools import ToolRef
+from domain.tools import ToolType
 
 CHATMD_TOOL_TYPES: Mapping[str, ToolType] = {
     # ochat's web ingestion, and its library helper of the same purpose

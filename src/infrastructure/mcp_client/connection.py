@@ -25,7 +25,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from application.errors import McpConnectionFailed, McpTimeout
 from application.ports.mcp import McpTarget
 from domain.integrations import Transport
-from infrastructure.mcp.errors import translate
+from infrastructure.mcp_client.errors import translate
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

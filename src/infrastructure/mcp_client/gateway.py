@@ -17,17 +17,17 @@ from application.ports.mcp import (
     McpTarget,
     McpToolInfo,
     McpToolResult,
-    OutboundPolicy,
 )
+from application.ports.outbound import OutboundPolicy
 from domain.ids import IntegrationId
 from domain.integrations import Transport
-from domain.prompts import PromptResult
-from infrastructure.mcp import convert
-from infrastructure.mcp.catalog_cache import CatalogCache
-from infrastructure.mcp.connection import McpConnection, opened
-from infrastructure.mcp.errors import is_connection_lost, is_generic_http_error, is_session_gone
-from infrastructure.mcp.operator_servers import OperatorServerRegistry
-from infrastructure.mcp.pool import McpSessionPool
+from domain.mcp_prompts import PromptResult
+from infrastructure.mcp_client import convert
+from infrastructure.mcp_client.catalog_cache import CatalogCache
+from infrastructure.mcp_client.connection import McpConnection, opened
+from infrastructure.mcp_client.errors import is_connection_lost, is_generic_http_error, is_session_gone
+from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
+from infrastructure.mcp_client.pool import McpSessionPool
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -16,7 +16,7 @@ from application.ports.mcp import (
     McpToolInfo,
     McpToolResult,
 )
-from domain.prompts import PromptMessage, PromptResult
+from domain.mcp_prompts import PromptMessage, PromptResult
 
 
 def tool_info(tool: types.Tool) -> McpToolInfo:

@@ -9,21 +9,16 @@ from typing import Any
 
 from application.errors import McpError
 from application.mcp_access import target_of
-from application.native_tools import NATIVE_TOOLS_BY_TYPE
 from application.ports.llm import ToolDefinition
-from application.ports.mcp import (
-    McpGateway,
-    McpPromptInfo,
-    McpResourceInfo,
-    McpResourceTemplateInfo,
-    SecretBox,
-)
+from application.ports.mcp import McpGateway, McpPromptInfo, McpResourceInfo, McpResourceTemplateInfo
 from application.ports.native_tools import CodeSandbox, CommandRunner, WebSearch
 from application.ports.persistence import UnitOfWork
+from application.ports.security import SecretBox
 from domain.agents import Agent
 from domain.integrations import McpIntegration
+from domain.native_tools import NATIVE_TOOLS_BY_TYPE, ToolRef
 from domain.runs import ClientTool
-from domain.tools import TOOL_NAME_MAX, Tool, ToolRef, ToolType
+from domain.tools import TOOL_NAME_MAX, Tool, ToolType
 
 logger = logging.getLogger(__name__)
 

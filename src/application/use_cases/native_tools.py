@@ -1,6 +1,6 @@
 from collections.abc import Sequence
 
-from application.native_tools import NATIVE_TOOLS, NativeToolSpec
+from domain.native_tools import NATIVE_TOOLS, NativeToolSpec
 
 
 class ListNativeTools:

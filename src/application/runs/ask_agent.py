@@ -3,8 +3,8 @@
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from application.ports.execution import RunEventBus
 from application.ports.persistence import UnitOfWork
-from application.ports.runs import RunEventBus
 from application.ports.system import Clock, IdGenerator
 from application.runs.execute_run import ExecuteRun
 from application.runs.start import new_thread, queue_run

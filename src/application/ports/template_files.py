@@ -14,7 +14,7 @@ class FileTemplate:
     agent_slug: str | None
 
 
-class PromptFiles(Protocol):
+class TemplateFiles(Protocol):
     """The templates of the operator's prompts directory, assigned to one organization by configuration."""
 
     async def for_org(self, org_id: OrgId) -> Sequence[FileTemplate]: ...

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from application.ports.persistence import UnitOfWork
-from application.ports.prompt_files import FileTemplate
+from application.ports.template_files import FileTemplate
 from domain.ids import OrgId
 
 logger = logging.getLogger(__name__)
@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 Listener = Callable[[OrgId], Awaitable[None]]
 
 
-class PromptFileRegistry:
+class TemplateFileRegistry:
     def __init__(
         self,
         *,
@@ -53,13 +53,13 @@ class PromptFileRegistry:
     async def start(self) -> None:
         if self._directory is None:
             return
-        from infrastructure.prompts.directory import PromptDirectory
+        from infrastructure.template_files.directory import TemplateDirectory
 
         if not self._org_slug:
             logger.warning(
                 "THREADLINE_PROMPTS_DIR is set but THREADLINE_PROMPTS_ORG is not: no one sees those templates"
             )
-        directory = PromptDirectory(self._directory)
+        directory = TemplateDirectory(self._directory)
         await self._apply(await asyncio.to_thread(directory.load), announce=False)
         self._watcher = asyncio.create_task(directory.watch(self._apply, interval_seconds=self._poll_seconds))
 

@@ -4,19 +4,12 @@ import logging
 import re
 from collections.abc import Sequence
 
+from application.errors import ToolFailure
 from application.ports.llm import ModelToolCall
-from application.ports.native_tools import (
-    CodeSandbox,
-    CommandRunner,
-    ProcessOutput,
-    ToolFailure,
-    WebPageReader,
-    WebSearch,
-)
+from application.ports.native_tools import CodeSandbox, CommandRunner, ProcessOutput, WebPageReader, WebSearch
 from application.ports.persistence import UnitOfWork
 from application.ports.tracing import Level
-from application.runs.context import ToolContext
-from application.runs.results import ToolOutcome
+from application.runs.tools.handler import ToolContext, ToolOutcome
 from domain.sources import Source
 from domain.tools import Tool
 

@@ -1,4 +1,4 @@
-"""The catalog of native tool types an agent may reference, with the schema the model sees."""
+"""Native tools: the types an agent may reference (with their settings), and the schema the model sees."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -6,6 +6,20 @@ from typing import Any
 
 from domain.errors import InvalidValue
 from domain.tools import ToolType
+
+# Types an agent may list in its tool refs. The others are assembled per run: MCP tools from the
+# agent's integrations, sub-agents from its sub-agent ids, client tools from the run request.
+NATIVE_TOOL_TYPES: frozenset[ToolType] = frozenset(
+    {
+        ToolType.CODE_EXECUTION,
+        ToolType.WEBSITE_CONTENT,
+        ToolType.SEND_EMAIL,
+        ToolType.CREATE_CALENDAR_EVENT,
+        ToolType.INTERNET_SEARCH,
+        ToolType.SOURCE_QUERY,
+        ToolType.COMMAND,
+    }
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,7 +116,7 @@ NATIVE_TOOLS: tuple[NativeToolSpec, ...] = (
 NATIVE_TOOLS_BY_TYPE: Mapping[ToolType, NativeToolSpec] = {spec.type: spec for spec in NATIVE_TOOLS}
 
 
-def check_tool_config(ref_type: ToolType, config: Mapping[str, Any]) -> None:
+def _check_config(ref_type: ToolType, config: Mapping[str, Any]) -> None:
     """The config of a tool ref holds exactly the string settings its schema names."""
     spec = NATIVE_TOOLS_BY_TYPE[ref_type]
     properties = spec.config_schema.get("properties", {})
@@ -112,3 +126,22 @@ def check_tool_config(ref_type: ToolType, config: Mapping[str, Any]) -> None:
     for name in spec.config_schema.get("required", []):
         if not isinstance(config.get(name), str) or not config[name]:
             raise InvalidValue(f"tool {ref_type.value}: config.{name} is required")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolRef:
+    """An agent's choice of a native tool, with that tool's configuration."""
+
+    type: ToolType
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.type not in NATIVE_TOOL_TYPES:
+            allowed = ", ".join(sorted(t.value for t in NATIVE_TOOL_TYPES))
+            raise InvalidValue(f"tool type {self.type.value!r} cannot be referenced by an agent; use one of {allowed}")
+        _check_config(self.type, self.config)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What makes two refs the same tool: its type, and for commands the command name."""
+        return (self.type.value, str(self.config.get("name", "")))

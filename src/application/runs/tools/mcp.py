@@ -10,8 +10,7 @@ from uuid import UUID
 from application.errors import ApplicationError, McpIntegrationNotFound
 from application.ports.llm import ModelToolCall
 from application.ports.tracing import Level
-from application.runs.context import ToolContext
-from application.runs.results import ToolOutcome
+from application.runs.tools.handler import ToolContext, ToolOutcome
 from application.use_cases.mcp_operations import (
     ExecuteMcpTool,
     ExecuteMcpToolCommand,
@@ -21,7 +20,7 @@ from application.use_cases.mcp_operations import (
     RetrieveMcpResourceCommand,
 )
 from domain.ids import IntegrationId
-from domain.prompts import PromptResult
+from domain.mcp_prompts import PromptResult
 from domain.sources import CreatedBy
 from domain.tools import Tool
 

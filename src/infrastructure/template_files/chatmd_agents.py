@@ -3,13 +3,13 @@
 from dataclasses import dataclass
 from pathlib import Path
 
+from domain.native_tools import ToolRef
 from domain.prompt_templates import declared_placeholders
 from domain.text import slugify
-from domain.tools import ToolRef
-from infrastructure.prompts.chatmd import ChatMdDocument, first_sentence, parse_chatmd_document
-from infrastructure.prompts.chatmd_tools import chatmd_tool_refs
-from infrastructure.prompts.files import decode
-from infrastructure.prompts.problems import Problem
+from infrastructure.template_files.chatmd import ChatMdDocument, first_sentence, parse_chatmd_document
+from infrastructure.template_files.chatmd_tools import chatmd_tool_refs
+from infrastructure.template_files.files import decode
+from infrastructure.template_files.problems import Problem
 
 _INSTRUCTION_ROLES = ("system", "developer")
 

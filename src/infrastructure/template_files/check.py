@@ -3,9 +3,9 @@
 from dataclasses import dataclass
 from pathlib import Path
 
-from infrastructure.prompts.directory import PromptDirectory
-from infrastructure.prompts.files import read_template_file
-from infrastructure.prompts.problems import Problem, TemplateFile
+from infrastructure.template_files.directory import TemplateDirectory
+from infrastructure.template_files.files import read_template_file
+from infrastructure.template_files.problems import Problem, TemplateFile
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,7 +42,7 @@ def check_prompts(path: Path | str) -> CheckReport:
         read = read_template_file(path)
         templates, problems = ([], read) if isinstance(read, list) else ([read], [])
         return CheckReport(path=str(path), files=1, templates=templates, problems=problems)
-    result = PromptDirectory(path).load()
+    result = TemplateDirectory(path).load()
     return CheckReport(path=str(path), files=result.files, templates=result.templates, problems=result.problems)
 
 

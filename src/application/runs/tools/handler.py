@@ -1,9 +1,24 @@
-"""What a tool call returns to the loop, and how long results are shortened."""
+"""What a tool call knows about its run, what it returns to the loop, and how long results are shortened."""
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from application.ports.tracing import RunTrace
+from domain.agents import Agent
+from domain.ids import OrgId, RunId, ThreadId
 from domain.runs import PendingToolCall
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolContext:
+    """What a tool call knows about the run it belongs to."""
+
+    org_id: OrgId
+    run_id: RunId
+    thread_id: ThreadId
+    agent: Agent
+    trace: RunTrace
+    depth: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,3 +1,5 @@
+"""Ports of the secrets Threadline keeps: API key hashes, and credentials encrypted at rest."""
+
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -19,3 +21,13 @@ class KeyHasher(Protocol):
         ...
 
     def verify(self, presented: str, secret_hash: str) -> bool: ...
+
+
+class SecretBox(Protocol):
+    """Encrypts credentials for storage and decrypts them for use."""
+
+    def seal(self, plaintext: str) -> str: ...
+    def open(self, ciphertext: str) -> str: ...
+    def rotate(self, ciphertext: str) -> str:
+        """The same secret, encrypted again with the current key."""
+        ...

@@ -1,0 +1,80 @@
+"""Following a run: its events so far, then live."""
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+from application.caller import Caller
+from application.errors import (
+    RunNotFound,
+)
+from application.ports.execution import RunEventBus, RunSubscription
+from application.ports.persistence import UnitOfWork
+from domain.ids import RunId
+from domain.runs import RunEvent, RunStatus
+
+
+@dataclass
+class RunFollower:
+    history: list[RunEvent]
+    subscription: RunSubscription
+    settled: bool
+    """True when the run had ended (or was waiting) as the follower arrived: the history is all there is."""
+
+    async def events(self, heartbeat: float) -> AsyncIterator[RunEvent | None]:
+        """The history, then live events (None after `heartbeat` seconds of silence) until one ends it."""
+        last = 0
+        for event in self.history:
+            last = max(last, event.seq)
+            yield event
+        if self.settled:
+            return
+        while True:
+            try:
+                event = await asyncio.wait_for(self.subscription.next(), heartbeat)
+            except TimeoutError:
+                yield None
+                continue
+            if event.seq <= last:
+                continue
+            last = event.seq
+            yield event
+            if event.type.ends_stream:
+                return
+
+
+class FollowRun:
+    """A run's events for a follower: what happened so far (from the bus's backlog where it still has
+    it, text deltas included, else from storage), then what happens live, until the run ends or
+    waits for the client."""
+
+    def __init__(self, uow: UnitOfWork, bus: RunEventBus) -> None:
+        self._uow, self._bus = uow, bus
+
+    async def execute(
+        self, caller: Caller, run_id: RunId, after_seq: int = 0
+    ) -> AbstractAsyncContextManager[RunFollower]:
+        """Subscribes before reading what is stored, so nothing falls between the two."""
+        stack = AsyncExitStack()
+        subscription = await stack.enter_async_context(self._bus.subscribe(run_id))
+        try:
+            async with self._uow.read_only() as uow:
+                run = await uow.runs.get(caller.org_id, run_id)
+                stored = await uow.run_events.list(caller.org_id, run_id, after_seq=after_seq) if run else []
+            if run is None:
+                raise RunNotFound(f"run {run_id} not found")
+        except BaseException:
+            await stack.aclose()
+            raise
+        first_held = subscription.backlog[0].seq if subscription.backlog else None
+        history = [e for e in stored if first_held is None or e.seq < first_held]
+        history += [e for e in subscription.backlog if e.seq > after_seq]
+        settled = run.status.is_terminal or run.status is RunStatus.REQUIRES_ACTION
+        return _holding(RunFollower(history=history, subscription=subscription, settled=settled), stack)
+
+
+@asynccontextmanager
+async def _holding(follower: RunFollower, stack: AsyncExitStack) -> AsyncIterator[RunFollower]:
+    async with stack:
+        yield follower
