@@ -107,10 +107,6 @@ class RunNotFound(NotFound):
     pass
 
 
-class RunNotWaiting(Conflict):
-    """Tool results were sent for a run that does not wait for them, or for calls it did not make."""
-
-
 class ThreadBusy(Conflict):
     """The thread already has a run that is not finished."""
 

@@ -1,6 +1,7 @@
 """Runs: one execution of an agent on a thread, with a state machine that refuses illegal moves."""
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -11,6 +12,8 @@ from domain.ids import AgentId, OrgId, RunId, ThreadId
 from domain.usage import Usage
 
 IDEMPOTENCY_KEY_MAX = 200
+CLIENT_TOOLS_MAX = 64
+_CLIENT_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 WARNINGS_MAX = 50
 ERROR_MESSAGE_MAX = 2_000
 
@@ -22,39 +25,33 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
-    EXPIRED = "expired"
 
     @property
     def is_terminal(self) -> bool:
         return self in _TERMINAL
 
 
-_TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED})
+_TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 _MOVES: Mapping[RunStatus, frozenset[RunStatus]] = {
-    RunStatus.QUEUED: frozenset({RunStatus.IN_PROGRESS, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED}),
+    RunStatus.QUEUED: frozenset({RunStatus.IN_PROGRESS, RunStatus.FAILED, RunStatus.CANCELLED}),
     RunStatus.IN_PROGRESS: frozenset(
-        {
-            RunStatus.REQUIRES_ACTION,
-            RunStatus.COMPLETED,
-            RunStatus.FAILED,
-            RunStatus.CANCELLED,
-            RunStatus.EXPIRED,
-        }
+        {RunStatus.REQUIRES_ACTION, RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
     ),
-    RunStatus.REQUIRES_ACTION: frozenset(
-        {RunStatus.IN_PROGRESS, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED}
-    ),
+    RunStatus.REQUIRES_ACTION: frozenset({RunStatus.IN_PROGRESS, RunStatus.FAILED, RunStatus.CANCELLED}),
 }
 
 
+class RunNotWaiting(IllegalTransition):
+    """Tool results were sent for a run that does not wait for them, or for calls it did not make."""
+
+
 class RunErrorCode(StrEnum):
+    """Why a run failed, besides the model's own errors (whose codes come with them)."""
+
     MAX_STEPS_EXCEEDED = "max_steps_exceeded"
-    MODEL_UNAVAILABLE = "model_unavailable"
-    MODEL_REQUEST_REJECTED = "model_request_rejected"
-    MODEL_NOT_CONFIGURED = "model_not_configured"
-    MODEL_ERROR = "model_error"
     AGENT_NOT_FOUND = "agent_not_found"
     INTERRUPTED = "interrupted"
+    STORAGE_UNAVAILABLE = "storage_unavailable"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -71,6 +68,12 @@ class ClientTool:
     name: str
     description: str
     parameters: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        if not _CLIENT_TOOL_NAME.match(self.name):
+            raise InvalidValue(f"client tool name {self.name!r} must be 1-64 characters of [a-zA-Z0-9_-]")
+        if self.parameters.get("type", "object") != "object":
+            raise InvalidValue(f"client tool {self.name!r}: parameters must be a JSON Schema of type object")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +133,8 @@ class Run:
     def __post_init__(self) -> None:
         if self.idempotency_key is not None and not (1 <= len(self.idempotency_key) <= IDEMPOTENCY_KEY_MAX):
             raise InvalidValue(f"idempotency_key must be 1-{IDEMPOTENCY_KEY_MAX} characters")
+        if len(self.client_tools) > CLIENT_TOOLS_MAX:
+            raise InvalidValue(f"a run takes at most {CLIENT_TOOLS_MAX} client tools")
         names = [t.name for t in self.client_tools]
         if len(set(names)) != len(names):
             raise InvalidValue("client tool names must be unique")
@@ -169,12 +174,25 @@ class Run:
         self._move(RunStatus.REQUIRES_ACTION, now)
         self.required_action = calls
 
-    def resume(self, now: datetime) -> None:
-        """The client's tool results arrived: the run goes on."""
+    def resume(self, answered: Sequence[str], now: datetime) -> dict[str, PendingToolCall]:
+        """The client answered the calls with these ids: every call the run waits for, each once. The run
+        goes on; returns the calls it waited for, by id."""
         if self.status is not RunStatus.REQUIRES_ACTION:
-            raise IllegalTransition(f"a {self.status.value} run is not waiting for tool results")
+            raise RunNotWaiting(f"the run is {self.status.value}, not waiting for tool results")
+        waiting = {call.id: call for call in self.required_action}
+        if len(set(answered)) != len(answered):
+            raise RunNotWaiting("each tool call may be answered only once")
+        unknown, missing = sorted(set(answered) - set(waiting)), sorted(set(waiting) - set(answered))
+        problems = []
+        if unknown:
+            problems.append(f"the run did not make these calls: {', '.join(unknown)}")
+        if missing:
+            problems.append(f"results are missing for: {', '.join(missing)}")
+        if problems:
+            raise RunNotWaiting("; ".join(problems))
         self._move(RunStatus.IN_PROGRESS, now)
         self.required_action = ()
+        return waiting
 
     def complete(self, now: datetime) -> None:
         self._move(RunStatus.COMPLETED, now)
@@ -182,6 +200,10 @@ class Run:
     def fail(self, code: str, message: str, now: datetime) -> None:
         self._move(RunStatus.FAILED, now)
         self.error = RunError(code=code, message=message[:ERROR_MESSAGE_MAX])
+
+    def interrupt(self, now: datetime) -> None:
+        """Its process stopped while it executed."""
+        self.fail(RunErrorCode.INTERRUPTED, "the server stopped while the run was executing", now)
 
     def cancel(self, now: datetime) -> None:
         self._move(RunStatus.CANCELLED, now)
@@ -199,45 +221,3 @@ class Run:
     @property
     def step_count(self) -> int:
         return len(self.steps)
-
-
-class RunEventType(StrEnum):
-    CREATED = "run.created"
-    IN_PROGRESS = "run.in_progress"
-    MESSAGE_DELTA = "message.delta"
-    TOOL_CALL_STARTED = "tool_call.started"
-    TOOL_CALL_COMPLETED = "tool_call.completed"
-    REQUIRES_ACTION = "run.requires_action"
-    COMPLETED = "run.completed"
-    FAILED = "run.failed"
-    CANCELLED = "run.cancelled"
-
-    @property
-    def ends_stream(self) -> bool:
-        """After this event the run does nothing until someone acts (or ever again)."""
-        return self in (
-            RunEventType.REQUIRES_ACTION,
-            RunEventType.COMPLETED,
-            RunEventType.FAILED,
-            RunEventType.CANCELLED,
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunEvent:
-    run_id: RunId
-    seq: int
-    type: RunEventType
-    data: Mapping[str, Any]
-    created_at: datetime
-
-    def with_seq(self, seq: int) -> "RunEvent":
-        return replace(self, seq=seq)
-
-
-TERMINAL_EVENTS: Mapping[RunStatus, RunEventType] = {
-    RunStatus.COMPLETED: RunEventType.COMPLETED,
-    RunStatus.FAILED: RunEventType.FAILED,
-    RunStatus.CANCELLED: RunEventType.CANCELLED,
-    RunStatus.EXPIRED: RunEventType.FAILED,
-}

@@ -3,7 +3,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from domain.errors import InvalidValue
-from domain.ids import AgentId, OrgId, ThreadId
+from domain.ids import AgentId, MessageId, OrgId, RunId, ThreadId
+from domain.messages import ContentPart, Message, MessageRole
 from domain.text import require_text
 
 THREAD_TITLE_MAX = 500
@@ -40,8 +41,27 @@ class Thread:
         require_text("title", self.title, max_length=THREAD_TITLE_MAX, allow_empty=True)
         self.metadata = check_metadata(self.metadata)
 
-    def next_position(self, now: datetime) -> int:
-        """Reserve the position of the next message appended to this thread."""
-        self.message_count += 1
+    def append(
+        self,
+        role: MessageRole,
+        content: tuple[ContentPart, ...],
+        *,
+        message_id: MessageId,
+        now: datetime,
+        run_id: RunId | None = None,
+    ) -> Message:
+        """A new message at the end of the thread: numbered after the last one, of this thread and organization.
+        The caller stores it with the thread (the thread's message count and time change with it)."""
+        message = Message(
+            id=message_id,
+            org_id=self.org_id,
+            thread_id=self.id,
+            run_id=run_id,
+            role=role,
+            content=content,
+            position=self.message_count + 1,
+            created_at=now,
+        )
+        self.message_count = message.position
         self.updated_at = now
-        return self.message_count
+        return message

@@ -9,12 +9,15 @@ from application.caller import Caller
 from application.runs.ask_agent import AskAgent
 from application.runs.cancel_run import CancelRun
 from application.runs.create_run import CreateRun
-from application.runs.execute_run import ExecuteRun, RunLimits
+from application.runs.execute_run import ExecuteRun
 from application.runs.follow_run import FollowRun
+from application.runs.model_call import ModelCall
 from application.runs.queries import GetRun, ListRuns
+from application.runs.recorder import RunRecorder
 from application.runs.recover_runs import RecoverRuns
 from application.runs.submit_tool_results import SubmitToolResults
 from application.runs.tools.assembly import ToolAssembler
+from application.runs.tools.calls import ToolCalls, ToolLimits
 from application.runs.tools.mcp import McpPromptRetrieval, McpResourceRetrieval, McpToolCall
 from application.runs.tools.native import (
     CodeExecution,
@@ -23,6 +26,7 @@ from application.runs.tools.native import (
     SourceQuery,
     WebsiteContent,
 )
+from application.runs.tools.sub_agents import SubAgentCall
 from application.use_cases.agents import CreateAgent, DeleteAgent, GetAgent, ListAgents, UpdateAgent
 from application.use_cases.api_keys import AuthenticateApiKey, CreateApiKey, ListApiKeys, RevokeApiKey
 from application.use_cases.integrations import (
@@ -231,6 +235,9 @@ class Container(containers.DeclarativeContainer):
         search=web_search,
         sandbox=code_sandbox,
     )
+    # A sub-agent's run executes through AskAgent, which executes runs: ExecuteRun gets its collaborators below.
+    execute_run = providers.Factory(ExecuteRun)
+    ask_agent = providers.Factory(AskAgent, uow=uow, clock=clock, ids=ids, bus=run_event_bus, runs=execute_run.provider)
     tool_handlers = providers.Dict(
         {
             ToolType.MCP_PROMPT: providers.Factory(McpPromptRetrieval, get_prompt=get_mcp_prompt),
@@ -241,24 +248,23 @@ class Container(containers.DeclarativeContainer):
             ToolType.INTERNET_SEARCH: providers.Factory(InternetSearch, search=web_search),
             ToolType.COMMAND: providers.Factory(RunCommand, commands=commands),
             ToolType.CODE_EXECUTION: providers.Factory(CodeExecution, sandbox=code_sandbox),
+            ToolType.AGENT: providers.Factory(SubAgentCall, uow=uow, ask=ask_agent),
         }
     )
-    run_limits = providers.Factory(
-        RunLimits,
-        tool_result_max_chars=settings.provided.tool_result_max_chars,
-        parallel_tool_calls=settings.provided.parallel_tool_calls,
-    )
-    execute_run = providers.Factory(
-        ExecuteRun,
-        uow=uow,
-        clock=clock,
-        ids=ids,
-        llm=llm,
-        tracer=tracer,
-        bus=run_event_bus,
+    execute_run.add_kwargs(
+        recorder=providers.Factory(RunRecorder, uow=uow, clock=clock, ids=ids, bus=run_event_bus),
         assembler=tool_assembler,
-        handlers=tool_handlers,
-        limits=run_limits,
+        model=providers.Factory(ModelCall, llm=llm, ids=ids, clock=clock),
+        tools=providers.Factory(
+            ToolCalls,
+            handlers=tool_handlers,
+            limits=providers.Factory(
+                ToolLimits,
+                result_max_chars=settings.provided.tool_result_max_chars,
+                parallel_calls=settings.provided.parallel_tool_calls,
+            ),
+        ),
+        tracer=tracer,
     )
     run_executor = providers.Singleton(
         InProcessRunExecutor,
@@ -288,7 +294,6 @@ class Container(containers.DeclarativeContainer):
     list_prompt_templates = providers.Factory(ListPromptTemplates, uow=uow, files=prompt_files)
     get_prompt_template = providers.Factory(GetPromptTemplate, uow=uow, files=prompt_files)
     render_prompt_template = providers.Factory(RenderPromptTemplate, uow=uow, files=prompt_files)
-    ask_agent = providers.Factory(AskAgent, uow=uow, clock=clock, ids=ids, bus=run_event_bus, runs=execute_run)
     list_published = providers.Factory(ListPublished, uow=uow, files=prompt_files)
     call_published_tool = providers.Factory(CallPublishedTool, uow=uow, clock=clock, files=prompt_files, ask=ask_agent)
     get_published_prompt = providers.Factory(GetPublishedPrompt, uow=uow, files=prompt_files)

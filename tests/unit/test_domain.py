@@ -88,9 +88,16 @@ def test_api_key_use_is_recorded_once_per_interval() -> None:
     assert key.revoked_at == NOW and not key.is_active
 
 
-def test_thread_positions_count_up() -> None:
+def test_messages_appended_to_a_thread_are_numbered_in_order() -> None:
     thread = Thread(id=ThreadId(uuid4()), org_id=OrgId(uuid4()), created_at=NOW, updated_at=NOW)
-    assert [thread.next_position(NOW) for _ in range(3)] == [1, 2, 3]
+    later = NOW + timedelta(seconds=1)
+    appended = [
+        thread.append(MessageRole.USER, (TextContent(text=str(n)),), message_id=MessageId(uuid4()), now=later)
+        for n in range(3)
+    ]
+    assert [m.position for m in appended] == [1, 2, 3]
+    assert all(m.thread_id == thread.id and m.org_id == thread.org_id for m in appended)
+    assert thread.message_count == 3 and thread.updated_at == later
 
 
 def test_message_parts_round_trip_through_their_json_shape() -> None:

@@ -35,7 +35,7 @@ def test_a_run_moves_through_its_states() -> None:
     call = PendingToolCall(id="c1", name="ask", arguments={}, type="client")
     subject.require_action((call,), NOW)
     assert subject.status is RunStatus.REQUIRES_ACTION and subject.required_action == (call,)
-    subject.resume(NOW)
+    assert subject.resume(["c1"], NOW) == {"c1": call}
     assert subject.required_action == ()
     subject.complete(NOW)
     assert subject.status is RunStatus.COMPLETED and subject.ended_at == NOW
@@ -45,7 +45,7 @@ def test_a_run_moves_through_its_states() -> None:
     "move",
     [
         lambda r: r.complete(NOW),  # never started
-        lambda r: r.resume(NOW),  # not waiting
+        lambda r: r.resume([], NOW),  # not waiting
         lambda r: (r.start(NOW), r.complete(NOW), r.start(NOW)),  # finished
         lambda r: (r.cancel(NOW), r.cancel(NOW)),  # already cancelled
         lambda r: (r.start(NOW), r.fail("x", "y", NOW), r.request_cancel(NOW)),

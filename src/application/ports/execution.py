@@ -5,7 +5,11 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from domain.ids import OrgId, RunId
-from domain.runs import RunEvent
+from domain.run_events import RunEvent
+
+INTERRUPTED = "threadline:interrupted"
+"""The message a run's task is cancelled with when its process shuts down: the run fails as interrupted
+(a task cancelled without it is a user's cancel)."""
 
 
 class RunSubscription(Protocol):

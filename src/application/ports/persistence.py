@@ -13,7 +13,8 @@ from domain.integrations import McpIntegration
 from domain.messages import Message
 from domain.organizations import Organization
 from domain.prompt_templates import PromptTemplate
-from domain.runs import Run, RunEvent, RunStatus
+from domain.run_events import RunEvent
+from domain.runs import Run, RunStatus
 from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin
 from domain.threads import Thread
 
@@ -66,6 +67,10 @@ class ThreadRepository(Protocol):
 
 class MessageRepository(Protocol):
     async def add(self, message: Message) -> None: ...
+    async def last(self, org_id: OrgId, thread_id: ThreadId) -> Message | None:
+        """The thread's latest message."""
+        ...
+
     async def list(
         self, org_id: OrgId, thread_id: ThreadId, *, limit: int, after_position: int | None
     ) -> Sequence[Message]: ...

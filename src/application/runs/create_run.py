@@ -1,6 +1,5 @@
 """Starting a run on a thread over the API."""
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -14,14 +13,13 @@ from application.errors import (
 from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
-from application.runs.start import queue_run
+from application.runs.queueing import queue_run
 from domain.errors import InvalidValue
 from domain.ids import AgentId, ThreadId
+from domain.run_events import RunEvent
 from domain.runs import ClientTool, Run
 
-CLIENT_TOOLS_MAX = 64
 INPUT_MAX = 1_000_000
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,17 +39,6 @@ class CreatedRun:
     """False when the idempotency key named a run that already existed."""
 
 
-def check_client_tools(tools: Sequence[ClientTool]) -> tuple[ClientTool, ...]:
-    if len(tools) > CLIENT_TOOLS_MAX:
-        raise InvalidValue(f"a run takes at most {CLIENT_TOOLS_MAX} client tools")
-    for tool in tools:
-        if not _TOOL_NAME.match(tool.name):
-            raise InvalidValue(f"client tool name {tool.name!r} must be 1-64 characters of [a-zA-Z0-9_-]")
-        if tool.parameters.get("type", "object") != "object":
-            raise InvalidValue(f"client tool {tool.name!r}: parameters must be a JSON Schema of type object")
-    return tuple(tools)
-
-
 class CreateRun:
     """Queues a run on a thread (appending the input as a user message) and hands it to the executor.
     The same idempotency key within an organization gives back the same run."""
@@ -62,47 +49,53 @@ class CreateRun:
         self._uow, self._clock, self._ids, self._bus, self._executor = uow, clock, ids, bus, executor
 
     async def execute(self, command: CreateRunCommand) -> CreatedRun:
-        org_id = command.caller.org_id
         if command.input is not None and not (1 <= len(command.input) <= INPUT_MAX):
             raise InvalidValue(f"input must be 1-{INPUT_MAX} characters")
-        client_tools = check_client_tools(command.client_tools)
-        if command.idempotency_key is not None:
-            async with self._uow.read_only() as uow:
-                existing = await uow.runs.find_by_idempotency_key(org_id, command.idempotency_key)
-            if existing is not None:
-                return CreatedRun(run=existing, created=False)
+        existing = await self._by_idempotency_key(command)
+        if existing is not None:
+            return CreatedRun(run=existing, created=False)
         try:
-            async with self._uow as uow:
-                thread = await uow.threads.get(org_id, command.thread_id, for_update=True)
-                if thread is None:
-                    raise ThreadNotFound(f"thread {command.thread_id} not found")
-                agent_id = command.agent_id or thread.agent_id
-                if agent_id is None:
-                    raise InvalidReference("the thread has no agent: give agent_id")
-                agent = await uow.agents.get(org_id, agent_id)
-                if agent is None:
-                    raise InvalidReference(f"agent {agent_id} not found")
-                active = await uow.runs.active_in_thread(org_id, thread.id)
-                if active is not None:
-                    raise ThreadBusy(f"the thread already has a {active.status.value} run ({active.id})")
-                run, created = await queue_run(
-                    uow,
-                    clock=self._clock,
-                    ids=self._ids,
-                    thread=thread,
-                    agent=agent,
-                    input=command.input,
-                    client_tools=client_tools,
-                    idempotency_key=command.idempotency_key,
-                )
-                await uow.commit()
+            run, created = await self._queue(command)
         except IdempotencyConflict:
             # Another request with the same key won the race: answer with its run.
-            async with self._uow.read_only() as uow:
-                winner = await uow.runs.find_by_idempotency_key(org_id, command.idempotency_key or "")
+            winner = await self._by_idempotency_key(command)
             if winner is None:
                 raise
             return CreatedRun(run=winner, created=False)
         await self._bus.publish(created)
-        await self._executor.submit(org_id, run.id)
+        await self._executor.submit(run.org_id, run.id)
         return CreatedRun(run=run, created=True)
+
+    async def _by_idempotency_key(self, command: CreateRunCommand) -> Run | None:
+        if command.idempotency_key is None:
+            return None
+        async with self._uow.read_only() as uow:
+            return await uow.runs.find_by_idempotency_key(command.caller.org_id, command.idempotency_key)
+
+    async def _queue(self, command: CreateRunCommand) -> tuple[Run, RunEvent]:
+        org_id = command.caller.org_id
+        async with self._uow as uow:
+            thread = await uow.threads.get(org_id, command.thread_id, for_update=True)
+            if thread is None:
+                raise ThreadNotFound(f"thread {command.thread_id} not found")
+            agent_id = command.agent_id or thread.agent_id
+            if agent_id is None:
+                raise InvalidReference("the thread has no agent: give agent_id")
+            agent = await uow.agents.get(org_id, agent_id)
+            if agent is None:
+                raise InvalidReference(f"agent {agent_id} not found")
+            active = await uow.runs.active_in_thread(org_id, thread.id)
+            if active is not None:
+                raise ThreadBusy(f"the thread already has a {active.status.value} run ({active.id})")
+            queued = await queue_run(
+                uow,
+                clock=self._clock,
+                ids=self._ids,
+                thread=thread,
+                agent=agent,
+                input=command.input,
+                client_tools=tuple(command.client_tools),
+                idempotency_key=command.idempotency_key,
+            )
+            await uow.commit()
+        return queued

@@ -1,11 +1,11 @@
-from collections.abc import Mapping
-from typing import Any
+"""A run's events: numbered in order, stored with what they announce, published after commit."""
 
 from application.ports.execution import RunEventBus
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock
 from domain.ids import OrgId, RunId
-from domain.runs import RunEvent, RunEventType
+from domain.run_events import RunEvent, RunEventPayload, run_ended
+from domain.runs import Run
 
 
 class RunEventStream:
@@ -23,17 +23,25 @@ class RunEventStream:
     ) -> "RunEventStream":
         return cls(org_id, run_id, await uow.run_events.last_seq(run_id), bus, clock)
 
-    def make(self, type: RunEventType, data: Mapping[str, Any] | None = None) -> RunEvent:
+    def make(self, payload: RunEventPayload) -> RunEvent:
         self._seq += 1
-        return RunEvent(
-            run_id=self._run_id, seq=self._seq, type=type, data=dict(data or {}), created_at=self._clock.now()
-        )
+        return RunEvent(run_id=self._run_id, seq=self._seq, payload=payload, created_at=self._clock.now())
 
-    async def record(self, uow: UnitOfWork, type: RunEventType, data: Mapping[str, Any] | None = None) -> RunEvent:
-        event = self.make(type, data)
+    async def record(self, uow: UnitOfWork, payload: RunEventPayload) -> RunEvent:
+        event = self.make(payload)
         await uow.run_events.add(event, self._org_id)
         return event
 
     async def publish(self, *events: RunEvent) -> None:
         for event in events:
             await self._bus.publish(event)
+
+
+async def store_ending(uow: UnitOfWork, run: Run, bus: RunEventBus, clock: Clock) -> RunEvent:
+    """Inside the caller's unit of work: store a run that just ended (not by its own loop: cancelled while
+    it waited, interrupted by a stopped process) with the event that says so. The caller publishes it after
+    commit."""
+    events = await RunEventStream.resume(uow, run.org_id, run.id, bus, clock)
+    event = await events.record(uow, run_ended(run))
+    await uow.runs.save(run)
+    return event

@@ -12,7 +12,8 @@ from application.errors import (
 from application.ports.execution import RunEventBus, RunSubscription
 from application.ports.persistence import UnitOfWork
 from domain.ids import RunId
-from domain.runs import RunEvent, RunStatus
+from domain.run_events import RunEvent
+from domain.runs import RunStatus
 
 
 @dataclass

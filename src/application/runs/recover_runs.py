@@ -3,9 +3,12 @@
 from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock
-from application.runs.events import RunEventStream
-from application.runs.start import run_summary
-from domain.runs import RunErrorCode, RunEventType, RunStatus
+from application.runs.events import store_ending
+from domain.ids import OrgId, RunId
+from domain.run_events import RunEvent
+from domain.runs import RunStatus
+
+RECOVERY_BATCH = 500
 
 
 class RecoverRuns:
@@ -15,7 +18,8 @@ class RecoverRuns:
     def __init__(self, uow: UnitOfWork, clock: Clock, bus: RunEventBus, executor: RunExecutor) -> None:
         self._uow, self._clock, self._bus, self._executor = uow, clock, bus, executor
 
-    async def execute(self, batch: int = 500) -> tuple[int, int]:
+    async def execute(self, batch: int = RECOVERY_BATCH) -> tuple[int, int]:
+        """How many runs were failed as interrupted, and how many were resubmitted."""
         async with self._uow.read_only() as uow:
             unfinished = await uow.runs.unfinished(batch)
         interrupted = resubmitted = 0
@@ -23,30 +27,17 @@ class RecoverRuns:
             if run.status is RunStatus.QUEUED:
                 await self._executor.submit(run.org_id, run.id)
                 resubmitted += 1
-                continue
-            async with self._uow as uow:
-                current = await uow.runs.get(run.org_id, run.id, for_update=True)
-                if current is None or current.status is not RunStatus.IN_PROGRESS:
-                    continue
-                current.fail(
-                    RunErrorCode.INTERRUPTED,
-                    "the server stopped while the run was executing",
-                    self._clock.now(),
-                )
-                events = await RunEventStream.resume(uow, run.org_id, run.id, self._bus, self._clock)
-                event = await events.record(
-                    uow,
-                    RunEventType.FAILED,
-                    {
-                        **run_summary(current),
-                        "error": {
-                            "code": RunErrorCode.INTERRUPTED.value,
-                            "message": current.error.message if current.error else "",
-                        },
-                    },
-                )
-                await uow.runs.save(current)
-                await uow.commit()
-            await self._bus.publish(event)
-            interrupted += 1
+            elif (event := await self._interrupt(run.org_id, run.id)) is not None:
+                await self._bus.publish(event)
+                interrupted += 1
         return interrupted, resubmitted
+
+    async def _interrupt(self, org_id: OrgId, run_id: RunId) -> RunEvent | None:
+        async with self._uow as uow:
+            run = await uow.runs.get(org_id, run_id, for_update=True)
+            if run is None or run.status is not RunStatus.IN_PROGRESS:
+                return None
+            run.interrupt(self._clock.now())
+            event = await store_ending(uow, run, self._bus, self._clock)
+            await uow.commit()
+        return event

@@ -11,7 +11,7 @@ from application.errors import PublishedNotFound
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock
 from application.ports.template_files import TemplateFiles
-from application.runs.ask_agent import AskAgent, Progress
+from application.runs.ask_agent import AskAgent, Progress, Question
 from application.use_cases.prompt_templates import TemplateView, all_templates
 from domain.agents import Agent
 from domain.errors import InvalidValue
@@ -170,7 +170,9 @@ class CallPublishedTool:
             text = call.arguments.get("input")
             if not isinstance(text, str) or not text.strip():
                 return ToolAnswer(text="input is required: the task for the agent, as text", is_error=True)
-            answer = await self._ask.execute(agent, text, title=f"MCP call of {agent.slug}", progress=call.progress)
+            answer = await self._ask.execute(
+                Question(agent=agent, input=text, title=f"MCP call of {agent.slug}", progress=call.progress)
+            )
             return ToolAnswer(text=answer.text, is_error=answer.failed, run=answer.run)
         if view is None:
             raise PublishedNotFound(f"no published tool named {call.name!r}")
@@ -182,8 +184,9 @@ class CallPublishedTool:
         except (MissingArguments, InvalidValue) as error:
             return ToolAnswer(text=error.detail, is_error=True)
         await self._remember(call.caller, view, values)
+        title = f"Prompt template {view.template.name}"
         answer = await self._ask.execute(
-            template_agent, joined(messages), title=f"Prompt template {view.template.name}", progress=call.progress
+            Question(agent=template_agent, input=joined(messages), title=title, progress=call.progress)
         )
         return ToolAnswer(text=answer.text, is_error=answer.failed, run=answer.run)
 

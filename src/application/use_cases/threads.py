@@ -100,15 +100,8 @@ class AppendUserMessage:
             thread = await uow.threads.get(command.caller.org_id, command.thread_id, for_update=True)
             if thread is None:
                 raise ThreadNotFound(f"thread {command.thread_id} not found")
-            now = self._clock.now()
-            message = Message(
-                id=MessageId(self._ids.new()),
-                org_id=thread.org_id,
-                thread_id=thread.id,
-                role=MessageRole.USER,
-                content=command.content,
-                position=thread.next_position(now),
-                created_at=now,
+            message = thread.append(
+                MessageRole.USER, command.content, message_id=MessageId(self._ids.new()), now=self._clock.now()
             )
             await uow.threads.save(thread)
             await uow.messages.add(message)

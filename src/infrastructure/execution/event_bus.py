@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from domain.ids import RunId
-from domain.runs import RunEvent
+from domain.run_events import RunEvent
 
 BACKLOG_EVENTS = 2_000
 KEEP_AFTER_END_SECONDS = 120.0

@@ -5,7 +5,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from application.runs.execute_run import INTERRUPTED
+from application.ports.execution import INTERRUPTED
 from domain.ids import OrgId, RunId
 
 logger = logging.getLogger(__name__)

@@ -5,6 +5,7 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from application.errors import McpError
@@ -46,11 +47,26 @@ def _unique(name: str, taken: set[str]) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class AssembledTools:
-    tools: tuple[Tool, ...]
-    warnings: tuple[str, ...]
+    """The tools one run offers the model, by their unique names."""
+
+    tools: tuple[Tool, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @cached_property
+    def _by_name(self) -> dict[str, Tool]:
+        return {t.name: t for t in self.tools}
 
     def get(self, name: str) -> Tool | None:
-        return next((t for t in self.tools if t.name == name), None)
+        return self._by_name.get(name)
+
+    def type_of(self, name: str) -> str:
+        """The tool's type, or "unknown" for a name the run does not offer."""
+        tool = self.get(name)
+        return tool.type.value if tool else "unknown"
+
+    def waits_for_client(self, name: str) -> bool:
+        tool = self.get(name)
+        return tool is not None and not tool.executable
 
     @property
     def names(self) -> list[str]:

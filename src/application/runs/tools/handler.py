@@ -1,12 +1,14 @@
 """What a tool call knows about its run, what it returns to the loop, and how long results are shortened."""
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from application.ports.llm import ModelToolCall
 from application.ports.tracing import RunTrace
 from domain.agents import Agent
 from domain.ids import OrgId, RunId, ThreadId
 from domain.runs import PendingToolCall
+from domain.tools import Tool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,6 +30,13 @@ class ToolOutcome:
     pending: PendingToolCall | None = None
     """Set when the call is carried out by the API client: the run pauses for its result."""
     data: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolHandler(Protocol):
+    """Carries out the calls of one tool type. A failure is an outcome with `is_error` (the model reads
+    it and decides what to do), never an exception."""
+
+    async def __call__(self, call: ModelToolCall, tool: Tool, context: ToolContext) -> ToolOutcome: ...
 
 
 def truncate(text: str, limit: int) -> str:

@@ -9,8 +9,10 @@ from application.caller import Caller
 from application.runs.create_run import INPUT_MAX, CreateRunCommand
 from application.runs.submit_tool_results import SubmitToolResultsCommand, ToolResultInput
 from domain.ids import AgentId, RunId, ThreadId
-from domain.runs import IDEMPOTENCY_KEY_MAX, ClientTool, Run, RunEvent, RunStatus
+from domain.run_events import RunEvent
+from domain.runs import IDEMPOTENCY_KEY_MAX, ClientTool, Run, RunStatus
 from infrastructure.http.schemas.common import RequestModel
+from infrastructure.run_event_json import event_data
 
 ToolName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")]
 
@@ -177,11 +179,11 @@ class RunOut(BaseModel):
 
 
 def sse_frame(event: RunEvent) -> str:
-    payload = {
+    frame = {
         "type": event.type.value,
         "run_id": str(event.run_id),
         "seq": event.seq,
         "created_at": event.created_at.isoformat(),
-        "data": event.data,
+        "data": event_data(event.payload),
     }
-    return f"id: {event.seq}\nevent: {event.type.value}\ndata: {json.dumps(payload, default=str)}\n\n"
+    return f"id: {event.seq}\nevent: {event.type.value}\ndata: {json.dumps(frame, default=str)}\n\n"

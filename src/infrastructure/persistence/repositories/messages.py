@@ -31,6 +31,12 @@ _LIST = (
     .limit(bindparam("p_limit"))
 )
 _LIST_AFTER = _LIST.where(messages.c.position > bindparam("p_after"))
+_LAST = (
+    select(messages)
+    .where(messages.c.org_id == bindparam("p_org"), messages.c.thread_id == bindparam("p_thread"))
+    .order_by(messages.c.position.desc())
+    .limit(1)
+)
 
 
 class SqlMessageRepository:
@@ -51,6 +57,10 @@ class SqlMessageRepository:
                 "created_at": message.created_at,
             },
         )
+
+    async def last(self, org_id: OrgId, thread_id: ThreadId) -> Message | None:
+        row = (await self._conn.execute(_LAST, {"p_org": org_id, "p_thread": thread_id})).first()
+        return _to_entity(row) if row else None
 
     async def list(
         self, org_id: OrgId, thread_id: ThreadId, *, limit: int, after_position: int | None

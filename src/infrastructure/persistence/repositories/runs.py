@@ -8,13 +8,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from application.errors import IdempotencyConflict
 from domain.ids import AgentId, OrgId, RunId, ThreadId
+from domain.run_events import RunEvent, RunEventType
 from domain.runs import (
     ClientTool,
     PendingToolCall,
     Run,
     RunError,
-    RunEvent,
-    RunEventType,
     RunStatus,
     RunStep,
     StepToolCall,
@@ -23,6 +22,7 @@ from domain.usage import Usage
 from infrastructure.persistence.errors import violated_unique
 from infrastructure.persistence.repositories._rows import utc, utc_required
 from infrastructure.persistence.tables import run_events, runs
+from infrastructure.run_event_json import event_data, event_payload
 
 _ACTIVE = (RunStatus.QUEUED.value, RunStatus.IN_PROGRESS.value, RunStatus.REQUIRES_ACTION.value)
 
@@ -216,7 +216,7 @@ class SqlRunEventRepository:
                 "seq": event.seq,
                 "org_id": org_id,
                 "type": event.type.value,
-                "data": dict(event.data),
+                "data": event_data(event.payload),
                 "created_at": event.created_at,
             },
         )
@@ -227,8 +227,7 @@ class SqlRunEventRepository:
             RunEvent(
                 run_id=RunId(row.run_id),
                 seq=row.seq,
-                type=RunEventType(row.type),
-                data=row.data,
+                payload=event_payload(RunEventType(row.type), row.data),
                 created_at=utc_required(row.created_at),
             )
             for row in rows

@@ -1,21 +1,13 @@
-"""Starting a run: on a thread the caller chose, or on a fresh thread (delegation, MCP publishing)."""
+"""Queueing a run: on a thread the caller chose, or on a fresh thread (delegation, MCP publishing)."""
 
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from domain.agents import Agent
 from domain.ids import MessageId, RunId, ThreadId
-from domain.messages import Message, MessageRole, TextContent
-from domain.runs import ClientTool, Run, RunEvent, RunEventType
-from domain.threads import Thread
-
-
-def run_summary(run: Run) -> dict[str, object]:
-    return {
-        "run_id": str(run.id),
-        "thread_id": str(run.thread_id),
-        "agent_id": str(run.agent_id),
-        "status": run.status.value,
-    }
+from domain.messages import MessageRole, TextContent
+from domain.run_events import RunCreated, RunEvent
+from domain.runs import ClientTool, Run
+from domain.threads import THREAD_TITLE_MAX, Thread
 
 
 async def queue_run(
@@ -45,20 +37,13 @@ async def queue_run(
         updated_at=now,
     )
     if input is not None:
-        message = Message(
-            id=MessageId(ids.new()),
-            org_id=thread.org_id,
-            thread_id=thread.id,
-            run_id=run.id,
-            role=MessageRole.USER,
-            content=(TextContent(text=input),),
-            position=thread.next_position(now),
-            created_at=now,
+        message = thread.append(
+            MessageRole.USER, (TextContent(text=input),), message_id=MessageId(ids.new()), now=now, run_id=run.id
         )
         await uow.threads.save(thread)
         await uow.messages.add(message)
     await uow.runs.add(run)
-    event = RunEvent(run_id=run.id, seq=1, type=RunEventType.CREATED, data=run_summary(run), created_at=now)
+    event = RunEvent(run_id=run.id, seq=1, payload=RunCreated.of(run), created_at=now)
     await uow.run_events.add(event, run.org_id)
     return run, event
 
@@ -69,7 +54,7 @@ async def new_thread(uow: UnitOfWork, *, clock: Clock, ids: IdGenerator, agent: 
         id=ThreadId(ids.new()),
         org_id=agent.org_id,
         agent_id=agent.id,
-        title=title[:500],
+        title=title[:THREAD_TITLE_MAX],
         created_at=now,
         updated_at=now,
     )

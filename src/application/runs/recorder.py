@@ -1,0 +1,207 @@
+"""What a run stores as it goes: one short transaction per step, its events published after commit.
+
+After each write, the durable state of a run is:
+- `begin`: the run is in_progress with a run.in_progress event (or it ended: cancelled before it started,
+  or its agent was deleted).
+- `record_answer`: the model's answer is the thread's last message (text and tool calls) and the step is
+  on the run; then either the run ended (completed, or cancelled when a cancel was asked meanwhile) or each
+  tool call has a tool_call.started event.
+- `record_tool_results`: the step's tool results are the thread's last message, in call order, each with a
+  tool_call.completed event; the run is in_progress (its next step calls the model) or requires_action
+  (it waits for the results of the client's tools).
+- `fail` / `cancel`: the run ended, with its terminal event.
+So an in_progress run whose thread ends with an answer that has tool calls was stopped while those calls
+were in flight; any other in_progress run goes on with a model call.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from application.errors import RunNotFound, ThreadNotFound
+from application.ports.execution import RunEventBus
+from application.ports.llm import ModelToolCall
+from application.ports.persistence import UnitOfWork
+from application.ports.system import Clock, IdGenerator
+from application.runs.events import RunEventStream
+from application.runs.model_call import ModelAnswer
+from application.runs.step import RunState, StepOutcome
+from application.runs.tools.calls import StepResults
+from domain.agents import Agent
+from domain.ids import MessageId, OrgId, RunId
+from domain.messages import ContentPart, Message, MessageRole, TextContent, ToolResultContent, ToolUseContent
+from domain.run_events import RunEventPayload, RunInProgress, RunRequiresAction, ToolCallStarted, run_ended
+from domain.runs import Run, RunErrorCode, RunStatus, RunStep, StepToolCall
+
+HISTORY_LIMIT = 10_000
+"""The most messages of its thread a run reads."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Began:
+    run: Run
+    agent: Agent
+    history: list[Message]
+    events: RunEventStream
+
+
+class RunRecorder:
+    def __init__(self, uow: UnitOfWork, clock: Clock, ids: IdGenerator, bus: RunEventBus) -> None:
+        self._uow, self._clock, self._ids, self._bus = uow, clock, ids, bus
+
+    async def begin(self, org_id: OrgId, run_id: RunId) -> Began | Run:
+        """Start a queued run (a resumed one is in_progress already) and read what its loop needs; or, when
+        there is nothing to execute, the run as it is."""
+        async with self._uow as uow:
+            run = await uow.runs.get(org_id, run_id, for_update=True)
+            if run is None:
+                raise RunNotFound(f"run {run_id} not found")
+            if run.status not in (RunStatus.QUEUED, RunStatus.IN_PROGRESS):
+                return run
+            events = await RunEventStream.resume(uow, org_id, run_id, self._bus, self._clock)
+            agent = await uow.agents.get(org_id, run.agent_id)
+            payload = self._starting(run, agent)
+            recorded = [await events.record(uow, payload)] if payload else []
+            await uow.runs.save(run)
+            history: Sequence[Message] = ()
+            if agent is not None and run.status is RunStatus.IN_PROGRESS:
+                history = await uow.messages.list(org_id, run.thread_id, limit=HISTORY_LIMIT, after_position=None)
+            await uow.commit()
+        await events.publish(*recorded)
+        if agent is None or run.status is not RunStatus.IN_PROGRESS:
+            return run
+        return Began(run=run, agent=agent, history=list(history), events=events)
+
+    def _starting(self, run: Run, agent: Agent | None) -> RunEventPayload | None:
+        now = self._clock.now()
+        if run.cancel_requested:
+            run.cancel(now)
+        elif agent is None:
+            run.fail(RunErrorCode.AGENT_NOT_FOUND, "the run's agent was deleted", now)
+        elif run.status is RunStatus.QUEUED:
+            run.start(now)
+            return RunInProgress.of(run)
+        else:
+            return None  # resumed: it was in progress already
+        return run_ended(run)
+
+    async def record_answer(self, state: RunState, answer: ModelAnswer) -> StepOutcome:
+        """Store the model's answer and the step, with what follows from them: the run completes, is cancelled
+        (someone asked meanwhile), or goes on to its tool calls."""
+        run, response = state.run, answer.response
+        step = self._step(state, answer)
+        async with self._uow as uow:
+            message = await self._append(uow, run, MessageRole.ASSISTANT, _answer_content(answer), answer.message_id)
+            now = self._clock.now()
+            run.record_step(step, now)
+            payloads: list[RunEventPayload]
+            if await uow.runs.cancel_requested(run.org_id, run.id):
+                run.cancel(now)
+                outcome, payloads = StepOutcome.CANCELLED, [run_ended(run)]
+            elif not response.tool_calls:
+                run.complete(now)
+                outcome, payloads = StepOutcome.FINISHED, [run_ended(run, response.text)]
+            else:
+                outcome, payloads = StepOutcome.CONTINUE, [_started(state, c) for c in response.tool_calls]
+            recorded = [await state.events.record(uow, p) for p in payloads]
+            await uow.runs.save(run)
+            await uow.commit()
+        state.history.append(message)
+        await state.events.publish(*recorded)
+        return outcome
+
+    @staticmethod
+    def _step(state: RunState, answer: ModelAnswer) -> RunStep:
+        response, tools = answer.response, state.tools
+        return RunStep(
+            number=state.run.step_count + 1,
+            model=response.model or state.agent.model,
+            usage=response.usage,
+            finish_reason=response.finish_reason,
+            started_at=answer.started_at,
+            completed_at=answer.completed_at,
+            tool_calls=tuple(
+                StepToolCall(id=c.id, name=c.name, type=tools.type_of(c.name), pending=tools.waits_for_client(c.name))
+                for c in response.tool_calls
+            ),
+        )
+
+    async def record_tool_results(
+        self, state: RunState, calls: Sequence[ModelToolCall], results: StepResults
+    ) -> StepOutcome:
+        """Store the step's tool results in call order; the run goes on, or waits for the client's tools."""
+        run = state.run
+        pairs = list(zip(calls, results.outcomes, strict=True))
+        content = tuple(
+            ToolResultContent(tool_use_id=c.id, tool_name=c.name, result=o.text, is_error=o.is_error)
+            for c, o in pairs
+            if o.pending is None
+        )
+        pending = tuple(o.pending for _, o in pairs if o.pending is not None)
+        async with self._uow as uow:
+            for event in results.completed:
+                await uow.run_events.add(event, run.org_id)
+            message = await self._append(uow, run, MessageRole.TOOL, content) if content else None
+            now = self._clock.now()
+            run.settle_tool_calls({r.tool_use_id for r in content if r.is_error}, now)
+            recorded = []
+            if pending:
+                run.require_action(pending, now)
+                recorded.append(await state.events.record(uow, RunRequiresAction.of(run)))
+            await uow.runs.save(run)
+            await uow.commit()
+        if message is not None:
+            state.history.append(message)
+        await state.events.publish(*recorded)
+        return StepOutcome.WAIT_FOR_CLIENT if pending else StepOutcome.CONTINUE
+
+    async def fail(self, state: RunState, code: str, message: str) -> StepOutcome:
+        await self._end(state, lambda run, now: run.fail(code, message, now))
+        return StepOutcome.FAILED
+
+    async def interrupt(self, state: RunState) -> StepOutcome:
+        await self._end(state, lambda run, now: run.interrupt(now))
+        return StepOutcome.FAILED
+
+    async def cancel(self, state: RunState) -> StepOutcome:
+        await self._end(state, lambda run, now: run.cancel(now))
+        return StepOutcome.CANCELLED
+
+    async def _end(self, state: RunState, end: Callable[[Run, datetime], None]) -> None:
+        async with self._uow as uow:
+            end(state.run, self._clock.now())
+            event = await state.events.record(uow, run_ended(state.run))
+            await uow.runs.save(state.run)
+            await uow.commit()
+        await state.events.publish(event)
+
+    async def _append(
+        self,
+        uow: UnitOfWork,
+        run: Run,
+        role: MessageRole,
+        content: tuple[ContentPart, ...],
+        message_id: MessageId | None = None,
+    ) -> Message:
+        thread = await uow.threads.get(run.org_id, run.thread_id, for_update=True)
+        if thread is None:
+            raise ThreadNotFound("the run's thread was deleted")
+        new_id = message_id or MessageId(self._ids.new())
+        message = thread.append(role, content, message_id=new_id, now=self._clock.now(), run_id=run.id)
+        await uow.threads.save(thread)
+        await uow.messages.add(message)
+        return message
+
+
+def _answer_content(answer: ModelAnswer) -> tuple[ContentPart, ...]:
+    """The answer as a message: its text (kept even when empty if there is nothing else), then its tool calls."""
+    response = answer.response
+    text: list[ContentPart] = [TextContent(text=response.text)] if response.text or not response.tool_calls else []
+    calls = [ToolUseContent(id=c.id, name=c.name, params=dict(c.arguments)) for c in response.tool_calls]
+    return (*text, *calls)
+
+
+def _started(state: RunState, call: ModelToolCall) -> ToolCallStarted:
+    return ToolCallStarted(
+        tool_call_id=call.id, name=call.name, tool_type=state.tools.type_of(call.name), arguments=dict(call.arguments)
+    )

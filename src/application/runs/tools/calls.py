@@ -1,0 +1,86 @@
+"""Carrying out the tool calls of one step: each by its handler, in parallel when the agent allows."""
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from application.ports.llm import ModelToolCall
+from application.runs.step import RunState
+from application.runs.tools.handler import ToolContext, ToolHandler, ToolOutcome, truncate
+from domain.run_events import RunEvent, ToolCallCompleted
+from domain.runs import PendingToolCall
+from domain.tools import Tool, ToolType
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolLimits:
+    result_max_chars: int = 20_000
+    """Longer results are shortened before the model reads them."""
+    parallel_calls: int = 8
+    """How many calls of one step run at once."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepResults:
+    outcomes: list[ToolOutcome]
+    """One per call, in call order."""
+    completed: list[RunEvent]
+    """The tool_call.completed events already published (followers saw them at once), to be stored."""
+
+
+class ToolCalls:
+    def __init__(self, handlers: Mapping[ToolType, ToolHandler], limits: ToolLimits) -> None:
+        self._handlers, self._limits = handlers, limits
+
+    async def __call__(self, state: RunState, calls: Sequence[ModelToolCall]) -> StepResults:
+        completed: list[RunEvent] = []
+        context = state.tool_context
+
+        async def one(call: ModelToolCall) -> ToolOutcome:
+            outcome = await self._call(call, state, context)
+            if outcome.pending is None:
+                payload = ToolCallCompleted(
+                    tool_call_id=call.id, name=call.name, is_error=outcome.is_error, result=outcome.text
+                )
+                event = state.events.make(payload)
+                completed.append(event)
+                await state.events.publish(event)
+            return outcome
+
+        if state.agent.parallel_tool_calls and len(calls) > 1:
+            gate = asyncio.Semaphore(self._limits.parallel_calls)
+
+            async def gated(call: ModelToolCall) -> ToolOutcome:
+                async with gate:
+                    return await one(call)
+
+            outcomes = list(await asyncio.gather(*(gated(c) for c in calls)))
+        else:
+            outcomes = [await one(c) for c in calls]
+        return StepResults(outcomes=outcomes, completed=completed)
+
+    async def _call(self, call: ModelToolCall, state: RunState, context: ToolContext) -> ToolOutcome:
+        tool = state.tools.get(call.name)
+        if tool is None:
+            available = ", ".join(state.tools.names) or "none"
+            return ToolOutcome(text=f"Tool '{call.name}' does not exist. Available tools: {available}", is_error=True)
+        if call.arguments_error is not None:
+            return ToolOutcome(text=f"Invalid arguments for tool '{call.name}': {call.arguments_error}", is_error=True)
+        if not tool.executable:
+            return _wait_for_client(call, tool, context)
+        handler = self._handlers.get(tool.type)
+        if handler is None:
+            return ToolOutcome(text=f"Tool '{call.name}' cannot be used on this server", is_error=True)
+        outcome = await handler(call, tool, context)
+        limit = self._limits.result_max_chars
+        return ToolOutcome(text=truncate(outcome.text, limit), is_error=outcome.is_error, data=outcome.data)
+
+
+def _wait_for_client(call: ModelToolCall, tool: Tool, context: ToolContext) -> ToolOutcome:
+    """A tool the API client carries out: the run will wait for its result."""
+    span = context.trace.span(
+        "client_tool", input=dict(call.arguments), metadata={"toolName": tool.name, "toolType": tool.type.value}
+    )
+    span.end(output="waiting for the client's result")
+    pending = PendingToolCall(id=call.id, name=call.name, arguments=dict(call.arguments), type=tool.type.value)
+    return ToolOutcome(text="", pending=pending)

@@ -1,0 +1,163 @@
+"""What happens in a run, as events a follower reads in order. Each event type has a typed payload."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from domain.ids import AgentId, MessageId, RunId, ThreadId
+from domain.runs import PendingToolCall, Run, RunError, RunStatus
+
+
+class RunEventType(StrEnum):
+    CREATED = "run.created"
+    IN_PROGRESS = "run.in_progress"
+    MESSAGE_DELTA = "message.delta"
+    TOOL_CALL_STARTED = "tool_call.started"
+    TOOL_CALL_COMPLETED = "tool_call.completed"
+    REQUIRES_ACTION = "run.requires_action"
+    COMPLETED = "run.completed"
+    FAILED = "run.failed"
+    CANCELLED = "run.cancelled"
+
+    @property
+    def ends_stream(self) -> bool:
+        """After this event the run does nothing until someone acts (or ever again)."""
+        return self in _ENDS_STREAM
+
+
+_ENDS_STREAM = frozenset(
+    {RunEventType.REQUIRES_ACTION, RunEventType.COMPLETED, RunEventType.FAILED, RunEventType.CANCELLED}
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunChanged:
+    """The run as every `run.*` event shows it."""
+
+    type: ClassVar[RunEventType]
+    run_id: RunId
+    thread_id: ThreadId
+    agent_id: AgentId
+    status: RunStatus
+
+    @staticmethod
+    def summary(run: Run) -> dict[str, Any]:
+        return {"run_id": run.id, "thread_id": run.thread_id, "agent_id": run.agent_id, "status": run.status}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunCreated(RunChanged):
+    type = RunEventType.CREATED
+
+    @classmethod
+    def of(cls, run: Run) -> "RunCreated":
+        return cls(**cls.summary(run))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunInProgress(RunChanged):
+    type = RunEventType.IN_PROGRESS
+
+    @classmethod
+    def of(cls, run: Run) -> "RunInProgress":
+        return cls(**cls.summary(run))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRequiresAction(RunChanged):
+    type = RunEventType.REQUIRES_ACTION
+    required_action: tuple[PendingToolCall, ...]
+
+    @classmethod
+    def of(cls, run: Run) -> "RunRequiresAction":
+        return cls(**cls.summary(run), required_action=run.required_action)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunCompleted(RunChanged):
+    type = RunEventType.COMPLETED
+    answer: str
+    """The text of the run's last answer."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFailed(RunChanged):
+    type = RunEventType.FAILED
+    error: RunError
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunCancelled(RunChanged):
+    type = RunEventType.CANCELLED
+
+    @classmethod
+    def of(cls, run: Run) -> "RunCancelled":
+        return cls(**cls.summary(run))
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageDelta:
+    """Text of an assistant message as the model streams it (not stored: the message is)."""
+
+    type: ClassVar[RunEventType] = RunEventType.MESSAGE_DELTA
+    message_id: MessageId
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallStarted:
+    type: ClassVar[RunEventType] = RunEventType.TOOL_CALL_STARTED
+    tool_call_id: str
+    name: str
+    tool_type: str
+    """The kind of tool (`mcp_tool`, `client`, ...; `unknown` for a name the run does not offer)."""
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallCompleted:
+    type: ClassVar[RunEventType] = RunEventType.TOOL_CALL_COMPLETED
+    tool_call_id: str
+    name: str
+    is_error: bool
+    result: str
+
+
+RunEventPayload = (
+    RunCreated
+    | RunInProgress
+    | RunRequiresAction
+    | RunCompleted
+    | RunFailed
+    | RunCancelled
+    | MessageDelta
+    | ToolCallStarted
+    | ToolCallCompleted
+)
+
+
+def run_ended(run: Run, answer: str = "") -> RunCompleted | RunFailed | RunCancelled:
+    """The event that announces how a run ended."""
+    summary = RunChanged.summary(run)
+    if run.status is RunStatus.COMPLETED:
+        return RunCompleted(**summary, answer=answer)
+    if run.status is RunStatus.CANCELLED:
+        return RunCancelled(**summary)
+    if run.status is RunStatus.FAILED and run.error is not None:
+        return RunFailed(**summary, error=run.error)
+    raise ValueError(f"a {run.status.value} run has not ended")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEvent:
+    run_id: RunId
+    seq: int
+    """1 for the run's first event, then counting up."""
+    payload: RunEventPayload
+    created_at: datetime
+
+    @property
+    def type(self) -> RunEventType:
+        return self.payload.type
