@@ -1,7 +1,6 @@
 """MCP integrations: an organization's connection to one MCP server, managed by its admins."""
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from enum import StrEnum
@@ -189,7 +188,3 @@ class McpIntegration:
         self.connection_status = ConnectionStatus.FAILED if error else ConnectionStatus.CONNECTED
         self.last_error = error[:LAST_ERROR_MAX] if error else None
 
-
-def filter_names(names: Sequence[str]) -> tuple[str, ...]:
-    """Filter names without duplicates, in the order given."""
-    return tuple(dict.fromkeys(names))

@@ -11,7 +11,6 @@ from domain.ids import AgentId, OrgId
 from domain.mcp_prompts import PromptMessage
 from domain.text import require_text
 
-TEMPLATE_NAME_MAX = 64
 DESCRIPTION_MAX = 2_000
 CONTENT_MAX = 100_000
 ARGUMENTS_MAX = 32

@@ -1,4 +1,5 @@
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -21,21 +22,13 @@ from domain.native_tools import ToolRef
 from domain.text import slugify
 from domain.threads import Thread
 from domain.tools import ToolType
+from tests import builders
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
 
 
-def agent(**overrides: object) -> Agent:
-    fields: dict = dict(
-        id=AgentId(uuid4()),
-        org_id=OrgId(uuid4()),
-        name="Helper",
-        slug="helper",
-        model="m",
-        created_at=NOW,
-        updated_at=NOW,
-    )
-    return Agent(**(fields | overrides))
+def agent(**overrides: Any) -> Agent:
+    return builders.agent(OrgId(uuid4()), **({"slug": "helper", "model": "m"} | overrides))
 
 
 def test_slugify_makes_url_safe_slugs() -> None:
@@ -111,7 +104,7 @@ def test_message_parts_round_trip_through_their_json_shape() -> None:
 
 
 def test_message_roles_restrict_their_parts() -> None:
-    common: dict = dict(
+    common: dict[str, Any] = dict(
         id=MessageId(uuid4()), org_id=OrgId(uuid4()), thread_id=ThreadId(uuid4()), position=1, created_at=NOW
     )
     with pytest.raises(InvalidValue, match="user message cannot hold tool_use"):
@@ -123,7 +116,6 @@ def test_message_roles_restrict_their_parts() -> None:
 
 
 def test_integration_rules() -> None:
-    from domain.ids import IntegrationId
     from domain.integrations import (
         AuthType,
         ConnectionStatus,
@@ -135,17 +127,11 @@ def test_integration_rules() -> None:
         Transport,
     )
 
-    def integration(**overrides: object) -> McpIntegration:
-        fields: dict = dict(
-            id=IntegrationId(uuid4()),
-            org_id=OrgId(uuid4()),
-            name="Files",
-            slug="files",
-            url="https://mcp.example/x",
-            created_at=NOW,
-            updated_at=NOW,
-        )
-        return McpIntegration(**(fields | overrides))
+    def integration(**overrides: Any) -> McpIntegration:
+        return builders.integration(OrgId(uuid4()), **({"name": "Files", "slug": "files"} | overrides))
+
+    def connection(subject: McpIntegration) -> ConnectionStatus:
+        return subject.connection_status
 
     with pytest.raises(InvalidValue, match="needs `server`"):
         integration(transport=Transport.STDIO, url=None)
@@ -164,7 +150,7 @@ def test_integration_rules() -> None:
     subject.record_check(NOW, None)
     assert subject.connection_status is ConnectionStatus.CONNECTED
     subject.apply(IntegrationChanges(auth_type=AuthType.NONE), NOW + timedelta(seconds=1))
-    assert subject.credentials is None and subject.connection_status is ConnectionStatus.UNKNOWN
+    assert subject.credentials is None and connection(subject) is ConnectionStatus.UNKNOWN
     with pytest.raises(InvalidValue):
         subject.apply(IntegrationChanges(transport=Transport.STDIO), NOW)
     assert subject.transport is Transport.STREAMABLE_HTTP

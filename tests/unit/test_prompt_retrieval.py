@@ -2,6 +2,7 @@
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -15,23 +16,16 @@ from application.runs.tools.handler import ToolContext
 from application.runs.tools.mcp import McpPromptRetrieval
 from application.use_cases.mcp_operations import GetMcpPrompt
 from domain.agents import Agent
-from domain.ids import AgentId, IntegrationId, OrgId, RunId, ThreadId
-from domain.integrations import McpIntegration
+from domain.ids import OrgId, RunId, ThreadId
 from domain.mcp_prompts import PromptMessage, PromptResult
 from domain.tools import Tool, ToolType
-from tests.unit.fakes import FakeGateway, FakeTrace, FakeUnitOfWork, NoCommands, PlainSecrets, Unavailable
+from tests import builders
+from tests.unit.fakes.persistence import FakeUnitOfWork, Store
+from tests.unit.fakes.ports import Commands, FakeGateway, PlainSecrets, RecordingTrace, Sandbox, Search
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
 ORG = OrgId(uuid4())
-INTEGRATION = McpIntegration(
-    id=IntegrationId(uuid4()),
-    org_id=ORG,
-    name="Support",
-    slug="support",
-    url="https://mcp.example/mcp",
-    created_at=NOW,
-    updated_at=NOW,
-)
+INTEGRATION = builders.integration(ORG, name="Support", slug="support")
 GREETING = PromptResult(
     description="A friendly greeting template for customer support interactions",
     messages=(
@@ -46,21 +40,22 @@ PROMPTS = [
 ]
 
 
-def agent(**overrides: object) -> Agent:
-    fields: dict = dict(
-        id=AgentId(uuid4()), org_id=ORG, name="Bot", slug="bot", model="m", created_at=NOW, updated_at=NOW
-    )
-    return Agent(**(fields | overrides))
+def agent(**overrides: Any) -> Agent:
+    return builders.agent(ORG, **({"name": "Bot", "slug": "bot"} | overrides))
 
 
 def retrieval(gateway: FakeGateway) -> McpPromptRetrieval:
-    return McpPromptRetrieval(GetMcpPrompt(FakeUnitOfWork(integrations=[INTEGRATION]), PlainSecrets(), gateway))
+    return McpPromptRetrieval(
+        GetMcpPrompt(FakeUnitOfWork(Store(integrations={INTEGRATION.id: INTEGRATION})), PlainSecrets(), gateway)
+    )
 
 
-async def call(handler: McpPromptRetrieval, arguments: dict, trace: FakeTrace | None = None) -> tuple[str, bool]:
+async def call(
+    handler: McpPromptRetrieval, arguments: dict[str, Any], trace: RecordingTrace | None = None
+) -> tuple[str, bool]:
     tool = Tool(name=RETRIEVE_PROMPT, description="", parameters={}, type=ToolType.MCP_PROMPT)
     context = ToolContext(
-        org_id=ORG, run_id=RunId(uuid4()), thread_id=ThreadId(uuid4()), agent=agent(), trace=trace or FakeTrace()
+        org_id=ORG, run_id=RunId(uuid4()), thread_id=ThreadId(uuid4()), agent=agent(), trace=trace or RecordingTrace()
     )
     outcome = await handler(ModelToolCall(id="call_1", name=RETRIEVE_PROMPT, arguments=arguments), tool, context)
     return outcome.text, outcome.is_error
@@ -100,14 +95,14 @@ async def test_retrieves_a_prompt_without_arguments_and_without_a_description() 
 
 async def test_a_failure_is_returned_to_the_model_not_raised() -> None:
     gateway = FakeGateway(prompts=PROMPTS, failure=McpConnectionFailed("cannot connect to the MCP server"))
-    trace = FakeTrace()
+    trace = RecordingTrace()
     text, is_error = await call(
         retrieval(gateway), {"integrationId": str(INTEGRATION.id), "promptName": "plain"}, trace
     )
     assert is_error and text == "Prompt retrieval failed: cannot connect to the MCP server"
     [span] = trace.spans
     assert span.name == "mcp_prompt_retrieval" and span.level is Level.ERROR
-    assert span.ended["status_message"] == "cannot connect to the MCP server"
+    assert span.ended is not None and span.ended["status_message"] == "cannot connect to the MCP server"
 
 
 async def test_an_unknown_integration_is_a_failure_for_the_model() -> None:
@@ -125,7 +120,7 @@ async def test_an_unknown_integration_is_a_failure_for_the_model() -> None:
         ({"integrationId": str(INTEGRATION.id)}, "Prompt retrieval failed: promptName parameter is required"),
     ],
 )
-async def test_missing_parameters_are_errors_for_the_model(arguments: dict, expected: str) -> None:
+async def test_missing_parameters_are_errors_for_the_model(arguments: dict[str, Any], expected: str) -> None:
     gateway = FakeGateway(prompts=PROMPTS, prompt=GREETING)
     text, is_error = await call(retrieval(gateway), arguments)
     assert (text, is_error) == (expected, True)
@@ -146,7 +141,7 @@ async def test_role_labels_are_capitalised() -> None:
 
 async def test_retrievals_are_logged_and_traced_with_their_metadata(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="application.runs.tools.mcp")
-    trace = FakeTrace()
+    trace = RecordingTrace()
     await call(
         retrieval(FakeGateway(prompts=PROMPTS, prompt=GREETING)),
         {"integrationId": str(INTEGRATION.id), "promptName": "customer_support_greeting", "arguments": {"topic": "x"}},
@@ -154,13 +149,13 @@ async def test_retrievals_are_logged_and_traced_with_their_metadata(caplog: pyte
     )
     start, success = [r for r in caplog.records if r.name == "application.runs.tools.mcp"]
     assert start.getMessage() == "Retrieving MCP prompt"
-    assert (start.integrationId, start.promptName, start.hasArguments) == (
+    assert (vars(start)["integrationId"], vars(start)["promptName"], vars(start)["hasArguments"]) == (
         str(INTEGRATION.id),
         "customer_support_greeting",
         True,
-    )  # type: ignore[attr-defined]
+    )
     assert success.getMessage() == "MCP prompt retrieval succeeded"
-    assert success.messageCount == 3  # type: ignore[attr-defined]
+    assert vars(success)["messageCount"] == 3
     [span] = trace.spans
     assert span.metadata == {
         "integrationId": str(INTEGRATION.id),
@@ -175,17 +170,17 @@ async def test_retrievals_are_logged_and_traced_with_their_metadata(caplog: pyte
     )
     [failure] = [r for r in caplog.records if r.name == "application.runs.tools.mcp" and r.levelno == logging.ERROR]
     assert failure.getMessage() == "MCP prompt retrieval failed"
-    assert (failure.promptName, failure.error) == ("plain", "down")  # type: ignore[attr-defined]
+    assert (vars(failure)["promptName"], vars(failure)["error"]) == ("plain", "down")
 
 
 def assembler(gateway: FakeGateway) -> ToolAssembler:
     return ToolAssembler(
-        FakeUnitOfWork(integrations=[INTEGRATION]),
+        FakeUnitOfWork(Store(integrations={INTEGRATION.id: INTEGRATION})),
         PlainSecrets(),
         gateway,
-        NoCommands(),
-        Unavailable(),
-        Unavailable(),  # type: ignore[arg-type]
+        Commands(),
+        Search(available=False),
+        Sandbox(available=False),
     )
 
 

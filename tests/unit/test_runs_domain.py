@@ -1,4 +1,6 @@
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -9,24 +11,22 @@ from application.runs.tools.handler import truncate
 from application.use_cases.mcp_publishing import agent_description
 from domain.agents import Agent
 from domain.errors import IllegalTransition, InvalidValue
-from domain.ids import AgentId, IntegrationId, OrgId, RunId, ThreadId
-from domain.integrations import McpIntegration
+from domain.ids import AgentId, OrgId, ThreadId
 from domain.runs import PendingToolCall, Run, RunStatus
-from tests.unit.fakes import FakeGateway, FakeUnitOfWork, NoCommands, PlainSecrets, Unavailable
+from tests import builders
+from tests.unit.fakes.persistence import FakeUnitOfWork, Store
+from tests.unit.fakes.ports import Commands, FakeGateway, PlainSecrets, Sandbox, Search
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
 ORG = OrgId(uuid4())
 
 
 def run() -> Run:
-    return Run(
-        id=RunId(uuid4()),
-        org_id=ORG,
-        thread_id=ThreadId(uuid4()),
-        agent_id=AgentId(uuid4()),
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    return builders.run(ORG, ThreadId(uuid4()), AgentId(uuid4()))
+
+
+def status(subject: Run) -> RunStatus:
+    return subject.status
 
 
 def test_a_run_moves_through_its_states() -> None:
@@ -34,11 +34,11 @@ def test_a_run_moves_through_its_states() -> None:
     subject.start(NOW)
     call = PendingToolCall(id="c1", name="ask", arguments={}, type="client")
     subject.require_action((call,), NOW)
-    assert subject.status is RunStatus.REQUIRES_ACTION and subject.required_action == (call,)
+    assert status(subject) is RunStatus.REQUIRES_ACTION and subject.required_action == (call,)
     assert subject.resume(["c1"], NOW) == {"c1": call}
-    assert subject.required_action == ()
+    assert len(subject.required_action) == 0
     subject.complete(NOW)
-    assert subject.status is RunStatus.COMPLETED and subject.ended_at == NOW
+    assert status(subject) is RunStatus.COMPLETED and subject.ended_at == NOW
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_a_run_moves_through_its_states() -> None:
         lambda r: (r.start(NOW), r.fail("x", "y", NOW), r.request_cancel(NOW)),
     ],
 )
-def test_illegal_moves_raise(move) -> None:  # type: ignore[no-untyped-def]
+def test_illegal_moves_raise(move: Callable[[Run], object]) -> None:
     with pytest.raises(IllegalTransition):
         move(run())
 
@@ -68,9 +68,8 @@ def test_long_results_are_shortened_with_a_marker() -> None:
     assert truncate("a" * 12, 10) == "a" * 10 + "\n…[truncated: 2 more characters]"
 
 
-def agent(**overrides: object) -> Agent:
-    fields: dict = dict(id=AgentId(uuid4()), org_id=ORG, name="A", slug="a", model="m", created_at=NOW, updated_at=NOW)
-    return Agent(**(fields | overrides))
+def agent(**overrides: Any) -> Agent:
+    return builders.agent(ORG, **({"name": "A", "slug": "a"} | overrides))
 
 
 def test_a_published_agent_is_described_by_its_description_or_first_sentence() -> None:
@@ -80,23 +79,15 @@ def test_a_published_agent_is_described_by_its_description_or_first_sentence() -
 
 
 async def test_colliding_mcp_tool_names_get_numbered_suffixes(caplog: pytest.LogCaptureFixture) -> None:
-    integration = McpIntegration(
-        id=IntegrationId(uuid4()),
-        org_id=ORG,
-        name="X",
-        slug="x",
-        url="https://mcp.example/",
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    integration = builders.integration(ORG, name="X", slug="x")
     tools = [McpToolInfo(name=n, description=n, input_schema={"type": "object"}) for n in ("do.it", "do_it", "do it")]
     assembler = ToolAssembler(
-        FakeUnitOfWork(integrations=[integration]),  # type: ignore[arg-type]
+        FakeUnitOfWork(Store(integrations={integration.id: integration})),
         PlainSecrets(),
         FakeGateway(tools=tools),
-        NoCommands(),
-        Unavailable(),  # type: ignore[arg-type]
-        Unavailable(),  # type: ignore[arg-type]
+        Commands(),
+        Search(available=False),
+        Sandbox(available=False),
     )
     assembled = await assembler.assemble(agent(mcp_integration_ids=(integration.id,)))
     mcp_tools = [t for t in assembled.tools if t.metadata.get("tool_name")]

@@ -54,7 +54,7 @@ class ModelCall:
         request = ModelRequest(
             model=agent.model,
             instructions=agent.instructions,
-            messages=state.history,
+            messages=tuple(state.history),
             tools=state.tools.definitions(),
             settings=agent.model_settings,
             parallel_tool_calls=agent.parallel_tool_calls,

@@ -252,7 +252,7 @@ class ToolAssembler:
                 warnings.append(f"MCP integration '{item.integration.slug}' was skipped: {item.error}")
                 continue
             for remote in item.tools:
-                wanted = tool_name(f"{item.integration.slug}__{remote.name}")
+                wanted = tool_name(item.integration.tool_prefix + remote.name)
                 name = _unique(wanted, taken)
                 if name != wanted:
                     logger.warning(

@@ -36,7 +36,7 @@ class ToolHandler(Protocol):
     """Carries out the calls of one tool type. A failure is an outcome with `is_error` (the model reads
     it and decides what to do), never an exception."""
 
-    async def __call__(self, call: ModelToolCall, tool: Tool, context: ToolContext) -> ToolOutcome: ...
+    async def __call__(self, call: ModelToolCall, tool: Tool, context: ToolContext, /) -> ToolOutcome: ...
 
 
 def truncate(text: str, limit: int) -> str:

@@ -1,0 +1,79 @@
+"""Domain objects for tests, valid by default: give only what a test is about."""
+
+from datetime import UTC, datetime
+from typing import Any
+from uuid import uuid4
+
+from domain.agents import Agent
+from domain.api_keys import ApiKey, Role
+from domain.ids import AgentId, ApiKeyId, IntegrationId, OrgId, RunId, ThreadId
+from domain.integrations import McpIntegration
+from domain.organizations import Organization
+from domain.runs import Run
+from domain.threads import Thread
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def organization(**fields: Any) -> Organization:
+    org_id = OrgId(uuid4())
+    defaults: dict[str, Any] = {"id": org_id, "name": "Acme", "slug": f"acme-{org_id.hex[:8]}", "created_at": NOW}
+    return Organization(**(defaults | fields))
+
+
+def api_key(org_id: OrgId, **fields: Any) -> ApiKey:
+    defaults: dict[str, Any] = {
+        "id": ApiKeyId(uuid4()),
+        "org_id": org_id,
+        "name": "key",
+        "role": Role.ADMIN,
+        "prefix": "p1",
+        "secret_hash": "hash:key-1",
+        "created_at": NOW,
+    }
+    return ApiKey(**(defaults | fields))
+
+
+def agent(org_id: OrgId, **fields: Any) -> Agent:
+    agent_id = AgentId(uuid4())
+    defaults: dict[str, Any] = {
+        "id": agent_id,
+        "org_id": org_id,
+        "name": "Helper",
+        "slug": f"helper-{agent_id.hex[:8]}",
+        "model": "scripted",
+        "created_at": NOW,
+        "updated_at": NOW,
+    }
+    return Agent(**(defaults | fields))
+
+
+def thread(org_id: OrgId, **fields: Any) -> Thread:
+    defaults: dict[str, Any] = {"id": ThreadId(uuid4()), "org_id": org_id, "created_at": NOW, "updated_at": NOW}
+    return Thread(**(defaults | fields))
+
+
+def integration(org_id: OrgId, **fields: Any) -> McpIntegration:
+    integration_id = IntegrationId(uuid4())
+    defaults: dict[str, Any] = {
+        "id": integration_id,
+        "org_id": org_id,
+        "name": "Memo",
+        "slug": "memo",
+        "url": "https://mcp.example/mcp",
+        "created_at": NOW,
+        "updated_at": NOW,
+    }
+    return McpIntegration(**(defaults | fields))
+
+
+def run(org_id: OrgId, thread_id: ThreadId, agent_id: AgentId, **fields: Any) -> Run:
+    defaults: dict[str, Any] = {
+        "id": RunId(uuid4()),
+        "org_id": org_id,
+        "thread_id": thread_id,
+        "agent_id": agent_id,
+        "created_at": NOW,
+        "updated_at": NOW,
+    }
+    return Run(**(defaults | fields))

@@ -1,0 +1,499 @@
+"""An in-memory unit of work with every repository of the persistence port.
+
+Each `async with` opens a transaction of its own: its writes are staged and reach the store only on
+`commit()`, so a use case that forgets to commit (or fails halfway) changes nothing, as with a database.
+Entities are copied in and out, so changing a loaded entity without saving it changes nothing either.
+"""
+
+import copy
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+from application.errors import IdempotencyConflict, SlugTaken
+from application.ports.persistence import (
+    AgentRepository,
+    ApiKeyRepository,
+    ArgumentValueRepository,
+    McpIntegrationRepository,
+    MessageRepository,
+    OrganizationRepository,
+    PromptTemplateRepository,
+    RunEventRepository,
+    RunRepository,
+    SourceRepository,
+    SourceSummary,
+    ThreadRepository,
+)
+from domain.agents import Agent
+from domain.api_keys import ApiKey
+from domain.ids import AgentId, ApiKeyId, IntegrationId, MessageId, OrgId, RunId, SourceId, ThreadId
+from domain.integrations import McpIntegration, SealedSecret
+from domain.messages import Message
+from domain.organizations import Organization
+from domain.prompt_templates import PromptTemplate
+from domain.run_events import RunEvent
+from domain.runs import Run, RunStatus
+from domain.sources import Source, SourceKind
+from domain.threads import Thread
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+@dataclass
+class Store:
+    """What the fake database holds: one dictionary per table, keyed like its primary key."""
+
+    organizations: dict[OrgId, Organization] = field(default_factory=dict)
+    api_keys: dict[ApiKeyId, ApiKey] = field(default_factory=dict)
+    agents: dict[AgentId, Agent] = field(default_factory=dict)
+    threads: dict[ThreadId, Thread] = field(default_factory=dict)
+    messages: dict[MessageId, Message] = field(default_factory=dict)
+    integrations: dict[IntegrationId, McpIntegration] = field(default_factory=dict)
+    sources: dict[SourceId, Source] = field(default_factory=dict)
+    runs: dict[RunId, Run] = field(default_factory=dict)
+    run_events: dict[tuple[RunId, int], tuple[OrgId, RunEvent]] = field(default_factory=dict)
+    templates: dict[tuple[OrgId, str], PromptTemplate] = field(default_factory=dict)
+    argument_values: dict[tuple[OrgId, str, str, str], datetime] = field(default_factory=dict)
+    commits: int = 0
+
+
+class Table(Generic[K, V]):
+    """One table as a transaction sees it: the store's rows with this transaction's staged writes on top."""
+
+    def __init__(self, rows: dict[K, V]) -> None:
+        self._rows = rows
+        self._staged: dict[K, V | None] = {}
+        """None: deleted."""
+
+    def get(self, key: K) -> V | None:
+        return copy.deepcopy(self._staged[key] if key in self._staged else self._rows.get(key))
+
+    def put(self, key: K, value: V) -> None:
+        self._staged[key] = copy.deepcopy(value)
+
+    def delete(self, key: K) -> None:
+        self._staged[key] = None
+
+    def items(self) -> list[tuple[K, V]]:
+        merged: dict[K, V | None] = {**self._rows, **self._staged}
+        return [(k, copy.deepcopy(v)) for k, v in merged.items() if v is not None]
+
+    def values(self) -> list[V]:
+        return [v for _, v in self.items()]
+
+    def where(self, test: Callable[[V], bool]) -> list[V]:
+        return [v for v in self.values() if test(v)]
+
+    def commit(self) -> None:
+        for key, value in self._staged.items():
+            if value is None:
+                self._rows.pop(key, None)
+            else:
+                self._rows[key] = value
+        self._staged.clear()
+
+
+def _page(items: Iterable[V], key: Callable[[V], Any], after: Any, limit: int) -> list[V]:
+    ordered = sorted(items, key=key)
+    return [i for i in ordered if after is None or key(i) > after][:limit]
+
+
+class FakeOrganizations:
+    def __init__(self, table: Table[OrgId, Organization]) -> None:
+        self.table = table
+
+    async def add(self, org: Organization) -> None:
+        self.table.put(org.id, org)
+
+    async def get(self, org_id: OrgId) -> Organization | None:
+        return self.table.get(org_id)
+
+    async def get_by_slug(self, slug: str) -> Organization | None:
+        return next(iter(self.table.where(lambda o: o.slug == slug)), None)
+
+
+class FakeApiKeys:
+    def __init__(self, table: Table[ApiKeyId, ApiKey]) -> None:
+        self.table = table
+
+    async def add(self, key: ApiKey) -> None:
+        self.table.put(key.id, key)
+
+    async def get(self, org_id: OrgId, key_id: ApiKeyId) -> ApiKey | None:
+        key = self.table.get(key_id)
+        return key if key is not None and key.org_id == org_id else None
+
+    async def find_by_prefix(self, prefix: str) -> ApiKey | None:
+        return next(iter(self.table.where(lambda k: k.prefix == prefix)), None)
+
+    async def list(self, org_id: OrgId, *, limit: int, after: ApiKeyId | None) -> Sequence[ApiKey]:
+        return _page(self.table.where(lambda k: k.org_id == org_id), lambda k: k.id, after, limit)
+
+    async def save(self, key: ApiKey) -> None:
+        self.table.put(key.id, key)
+
+    async def touch(self, key: ApiKey) -> None:
+        stored = self.table.get(key.id)
+        if stored is not None:
+            self.table.put(key.id, replace(stored, last_used_at=key.last_used_at))
+
+
+class FakeAgents:
+    def __init__(self, table: Table[AgentId, Agent]) -> None:
+        self.table = table
+
+    async def add(self, agent: Agent) -> None:
+        self._check_slug(agent)
+        self.table.put(agent.id, agent)
+
+    def _check_slug(self, agent: Agent) -> None:
+        if self.table.where(lambda a: a.org_id == agent.org_id and a.slug == agent.slug and a.id != agent.id):
+            raise SlugTaken(f"an agent with slug {agent.slug!r} already exists in this organization")
+
+    async def get(self, org_id: OrgId, agent_id: AgentId) -> Agent | None:
+        agent = self.table.get(agent_id)
+        return agent if agent is not None and agent.org_id == org_id else None
+
+    async def get_by_slug(self, org_id: OrgId, slug: str) -> Agent | None:
+        return next(iter(self.table.where(lambda a: a.org_id == org_id and a.slug == slug)), None)
+
+    async def published(self, org_id: OrgId) -> Sequence[Agent]:
+        return sorted(self.table.where(lambda a: a.org_id == org_id and a.publish_as_mcp), key=lambda a: a.slug)
+
+    async def list(self, org_id: OrgId, *, limit: int, after: AgentId | None) -> Sequence[Agent]:
+        return _page(self.table.where(lambda a: a.org_id == org_id), lambda a: a.id, after, limit)
+
+    async def existing_ids(self, org_id: OrgId, ids: Sequence[AgentId]) -> set[AgentId]:
+        return {a.id for a in self.table.where(lambda a: a.org_id == org_id and a.id in ids)}
+
+    async def referencing_sub_agent(self, org_id: OrgId, agent_id: AgentId) -> Sequence[Agent]:
+        return self.table.where(lambda a: a.org_id == org_id and agent_id in a.sub_agent_ids)
+
+    async def using_integration(self, org_id: OrgId, integration_id: IntegrationId) -> Sequence[Agent]:
+        return self.table.where(lambda a: a.org_id == org_id and integration_id in a.mcp_integration_ids)
+
+    async def save(self, agent: Agent) -> None:
+        self._check_slug(agent)
+        self.table.put(agent.id, agent)
+
+    async def delete(self, org_id: OrgId, agent_id: AgentId) -> None:
+        if await self.get(org_id, agent_id) is not None:
+            self.table.delete(agent_id)
+
+
+class FakeThreads:
+    def __init__(self, table: Table[ThreadId, Thread], messages: Table[MessageId, Message]) -> None:
+        self.table, self._messages = table, messages
+
+    async def add(self, thread: Thread) -> None:
+        self.table.put(thread.id, thread)
+
+    async def get(self, org_id: OrgId, thread_id: ThreadId, *, for_update: bool = False) -> Thread | None:
+        thread = self.table.get(thread_id)
+        return thread if thread is not None and thread.org_id == org_id else None
+
+    async def list(
+        self, org_id: OrgId, *, limit: int, after: ThreadId | None, agent_id: AgentId | None = None
+    ) -> Sequence[Thread]:
+        found = self.table.where(lambda t: t.org_id == org_id and (agent_id is None or t.agent_id == agent_id))
+        return _page(found, lambda t: t.id, after, limit)
+
+    async def save(self, thread: Thread) -> None:
+        self.table.put(thread.id, thread)
+
+    async def delete(self, org_id: OrgId, thread_id: ThreadId) -> None:
+        if await self.get(org_id, thread_id) is None:
+            return
+        self.table.delete(thread_id)
+        for message in self._messages.where(lambda m: m.thread_id == thread_id):
+            self._messages.delete(message.id)
+
+
+class FakeMessages:
+    def __init__(self, table: Table[MessageId, Message]) -> None:
+        self.table = table
+
+    async def add(self, message: Message) -> None:
+        self.table.put(message.id, message)
+
+    def _of(self, org_id: OrgId, thread_id: ThreadId) -> list[Message]:
+        found = self.table.where(lambda m: m.org_id == org_id and m.thread_id == thread_id)
+        return sorted(found, key=lambda m: m.position)
+
+    async def last(self, org_id: OrgId, thread_id: ThreadId) -> Message | None:
+        messages = self._of(org_id, thread_id)
+        return messages[-1] if messages else None
+
+    async def list(
+        self, org_id: OrgId, thread_id: ThreadId, *, limit: int, after_position: int | None
+    ) -> Sequence[Message]:
+        return [m for m in self._of(org_id, thread_id) if after_position is None or m.position > after_position][:limit]
+
+
+class FakeIntegrations:
+    def __init__(self, table: Table[IntegrationId, McpIntegration]) -> None:
+        self.table = table
+
+    async def add(self, integration: McpIntegration) -> None:
+        self._check_slug(integration)
+        self.table.put(integration.id, integration)
+
+    def _check_slug(self, new: McpIntegration) -> None:
+        if self.table.where(lambda i: i.org_id == new.org_id and i.slug == new.slug and i.id != new.id):
+            raise SlugTaken(f"an integration with slug {new.slug!r} already exists in this organization")
+
+    async def get(self, org_id: OrgId, integration_id: IntegrationId) -> McpIntegration | None:
+        found = self.table.get(integration_id)
+        return found if found is not None and found.org_id == org_id else None
+
+    async def list(self, org_id: OrgId, *, limit: int, after: IntegrationId | None) -> Sequence[McpIntegration]:
+        return _page(self.table.where(lambda i: i.org_id == org_id), lambda i: i.id, after, limit)
+
+    async def get_many(self, org_id: OrgId, ids: Sequence[IntegrationId]) -> Sequence[McpIntegration]:
+        return sorted(self.table.where(lambda i: i.org_id == org_id and i.id in ids), key=lambda i: i.id)
+
+    async def save(self, integration: McpIntegration) -> None:
+        self._check_slug(integration)
+        self.table.put(integration.id, integration)
+
+    async def delete(self, org_id: OrgId, integration_id: IntegrationId) -> None:
+        if await self.get(org_id, integration_id) is not None:
+            self.table.delete(integration_id)
+
+    async def all_sealed_credentials(self) -> Sequence[tuple[OrgId, IntegrationId, str]]:
+        return [(i.org_id, i.id, i.credentials.ciphertext) for i in self.table.values() if i.credentials is not None]
+
+    async def replace_ciphertext(self, org_id: OrgId, integration_id: IntegrationId, ciphertext: str) -> None:
+        found = await self.get(org_id, integration_id)
+        if found is not None and found.credentials is not None:
+            found.credentials = SealedSecret(ciphertext=ciphertext, last4=found.credentials.last4)
+            self.table.put(integration_id, found)
+
+
+class FakeSources:
+    def __init__(self, table: Table[SourceId, Source]) -> None:
+        self.table = table
+
+    async def add(self, source: Source) -> None:
+        self.table.put(source.id, source)
+
+    async def get(self, org_id: OrgId, source_id: SourceId) -> Source | None:
+        found = self.table.get(source_id)
+        return found if found is not None and found.org_id == org_id else None
+
+    async def list(
+        self,
+        org_id: OrgId,
+        *,
+        thread_id: ThreadId | None = None,
+        agent_id: AgentId | None = None,
+        limit: int,
+        after: SourceId | None,
+    ) -> Sequence[SourceSummary]:
+        found = self.table.where(
+            lambda s: (
+                s.org_id == org_id
+                and (thread_id is None or s.thread_id == thread_id)
+                and (agent_id is None or s.agent_id == agent_id)
+            )
+        )
+        return [_summary(s) for s in _page(found, lambda s: s.id, after, limit)]
+
+    async def readable(
+        self, org_id: OrgId, *, thread_id: ThreadId, agent_id: AgentId | None, limit: int
+    ) -> Sequence[Source]:
+        found = self.table.where(
+            lambda s: (
+                s.org_id == org_id
+                and s.kind is not SourceKind.BLOB
+                and (s.thread_id == thread_id or (agent_id is not None and s.agent_id == agent_id))
+            )
+        )
+        return sorted(found, key=lambda s: s.id, reverse=True)[:limit]
+
+
+def _summary(source: Source) -> SourceSummary:
+    return SourceSummary(
+        id=source.id,
+        kind=source.kind,
+        name=source.name,
+        origin=source.origin,
+        mime_type=source.mime_type,
+        size=source.size,
+        created_by=source.created_by,
+        created_at=source.created_at,
+        thread_id=source.thread_id,
+        agent_id=source.agent_id,
+    )
+
+
+class FakeRuns:
+    def __init__(self, table: Table[RunId, Run]) -> None:
+        self.table = table
+
+    async def add(self, run: Run) -> None:
+        key = run.idempotency_key
+        if key is not None and self.table.where(lambda r: r.org_id == run.org_id and r.idempotency_key == key):
+            raise IdempotencyConflict("a run with this idempotency key exists")
+        self.table.put(run.id, run)
+
+    async def get(self, org_id: OrgId, run_id: RunId, *, for_update: bool = False) -> Run | None:
+        found = self.table.get(run_id)
+        return found if found is not None and found.org_id == org_id else None
+
+    async def find_by_idempotency_key(self, org_id: OrgId, key: str) -> Run | None:
+        return next(iter(self.table.where(lambda r: r.org_id == org_id and r.idempotency_key == key)), None)
+
+    async def list(
+        self,
+        org_id: OrgId,
+        *,
+        limit: int,
+        after: RunId | None,
+        thread_id: ThreadId | None = None,
+        agent_id: AgentId | None = None,
+        status: RunStatus | None = None,
+    ) -> Sequence[Run]:
+        found = self.table.where(
+            lambda r: (
+                r.org_id == org_id
+                and (thread_id is None or r.thread_id == thread_id)
+                and (agent_id is None or r.agent_id == agent_id)
+                and (status is None or r.status is status)
+            )
+        )
+        return _page(found, lambda r: r.id, after, limit)
+
+    async def active_in_thread(self, org_id: OrgId, thread_id: ThreadId) -> Run | None:
+        active = (RunStatus.QUEUED, RunStatus.IN_PROGRESS, RunStatus.REQUIRES_ACTION)
+        found = self.table.where(lambda r: r.org_id == org_id and r.thread_id == thread_id and r.status in active)
+        return next(iter(found), None)
+
+    async def unfinished(self, limit: int) -> Sequence[Run]:
+        found = self.table.where(lambda r: r.status in (RunStatus.QUEUED, RunStatus.IN_PROGRESS))
+        return sorted(found, key=lambda r: r.id)[:limit]
+
+    async def save(self, run: Run) -> None:
+        stored = self.table.get(run.id)
+        cancel_requested = stored.cancel_requested if stored is not None else run.cancel_requested
+        self.table.put(run.id, replace(run, cancel_requested=cancel_requested))
+
+    async def request_cancel(self, org_id: OrgId, run_id: RunId) -> None:
+        stored = await self.get(org_id, run_id)
+        if stored is not None:
+            self.table.put(run_id, replace(stored, cancel_requested=True))
+
+    async def cancel_requested(self, org_id: OrgId, run_id: RunId) -> bool:
+        stored = await self.get(org_id, run_id)
+        return stored is not None and stored.cancel_requested
+
+
+class FakeRunEvents:
+    def __init__(self, table: Table[tuple[RunId, int], tuple[OrgId, RunEvent]]) -> None:
+        self.table = table
+
+    async def add(self, event: RunEvent, org_id: OrgId) -> None:
+        if self.table.get((event.run_id, event.seq)) is not None:
+            raise AssertionError(f"event {event.seq} of run {event.run_id} stored twice")
+        self.table.put((event.run_id, event.seq), (org_id, event))
+
+    async def list(self, org_id: OrgId, run_id: RunId, *, after_seq: int = 0) -> Sequence[RunEvent]:
+        found = [e for o, e in self.table.values() if o == org_id and e.run_id == run_id and e.seq > after_seq]
+        return sorted(found, key=lambda e: e.seq)
+
+    async def last_seq(self, run_id: RunId) -> int:
+        return max((e.seq for _, e in self.table.values() if e.run_id == run_id), default=0)
+
+
+class FakePromptTemplates:
+    def __init__(self, table: Table[tuple[OrgId, str], PromptTemplate]) -> None:
+        self.table = table
+
+    async def add(self, template: PromptTemplate) -> None:
+        assert template.org_id is not None
+        if self.table.get((template.org_id, template.name)) is not None:
+            raise SlugTaken(f"a prompt template named {template.name!r} already exists")
+        self.table.put((template.org_id, template.name), template)
+
+    async def get(self, org_id: OrgId, name: str) -> PromptTemplate | None:
+        return self.table.get((org_id, name))
+
+    async def list(self, org_id: OrgId) -> Sequence[PromptTemplate]:
+        return sorted(self.table.where(lambda t: t.org_id == org_id), key=lambda t: t.name)
+
+    async def save(self, template: PromptTemplate, previous_name: str) -> None:
+        assert template.org_id is not None
+        if previous_name != template.name and self.table.get((template.org_id, template.name)) is not None:
+            raise SlugTaken(f"a prompt template named {template.name!r} already exists")
+        self.table.delete((template.org_id, previous_name))
+        self.table.put((template.org_id, template.name), template)
+
+    async def delete(self, org_id: OrgId, name: str) -> None:
+        self.table.delete((org_id, name))
+
+
+class FakeArgumentValues:
+    def __init__(self, table: Table[tuple[OrgId, str, str, str], datetime]) -> None:
+        self.table = table
+
+    async def remember(self, org_id: OrgId, template: str, argument: str, values: Sequence[str], at: datetime) -> None:
+        for value in values:
+            if value:
+                self.table.put((org_id, template, argument, value[:500]), at)
+
+    async def suggest(self, org_id: OrgId, template: str, argument: str, prefix: str, limit: int) -> Sequence[str]:
+        found = [
+            (used, key[3])
+            for key, used in self.table.items()
+            if key[:3] == (org_id, template, argument) and key[3].lower().startswith(prefix.lower())
+        ]
+        return [value for _, value in sorted(found, reverse=True)][:limit]
+
+
+class FakeUnitOfWork:
+    """The unit of work of the persistence port, over a Store (shared by every transaction)."""
+
+    def __init__(self, store: Store | None = None, *, read_only: bool = False) -> None:
+        self.store = store if store is not None else Store()
+        self._read_only = read_only
+        self._tables: list[Table[Any, Any]] = []
+        s = self.store
+        messages = self._table(s.messages)
+        self.organizations: OrganizationRepository = FakeOrganizations(self._table(s.organizations))
+        self.api_keys: ApiKeyRepository = FakeApiKeys(self._table(s.api_keys))
+        self.agents: AgentRepository = FakeAgents(self._table(s.agents))
+        self.messages: MessageRepository = FakeMessages(messages)
+        self.threads: ThreadRepository = FakeThreads(self._table(s.threads), messages)
+        self.integrations: McpIntegrationRepository = FakeIntegrations(self._table(s.integrations))
+        self.sources: SourceRepository = FakeSources(self._table(s.sources))
+        self.runs: RunRepository = FakeRuns(self._table(s.runs))
+        self.run_events: RunEventRepository = FakeRunEvents(self._table(s.run_events))
+        self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))
+        self.argument_values: ArgumentValueRepository = FakeArgumentValues(self._table(s.argument_values))
+
+    def _table(self, rows: dict[K, V]) -> Table[K, V]:
+        table = Table(rows)
+        self._tables.append(table)
+        return table
+
+    def read_only(self) -> "FakeUnitOfWork":
+        return FakeUnitOfWork(self.store, read_only=True)
+
+    async def __aenter__(self) -> "FakeUnitOfWork":
+        return FakeUnitOfWork(self.store, read_only=self._read_only)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None
+
+    async def commit(self) -> None:
+        if self._read_only:
+            raise RuntimeError("a read-only unit of work cannot commit")
+        for table in self._tables:
+            table.commit()
+        self.store.commits += 1

@@ -1,0 +1,490 @@
+"""The run loop on fakes of every port: each step's outcome, what is stored and announced, and how runs end."""
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from application.errors import ModelUnavailable, RunNotFound
+from application.ports.execution import INTERRUPTED
+from application.ports.llm import ModelRequest, ModelToolCall
+from application.ports.native_tools import CommandSpec
+from application.ports.tracing import Level
+from application.runs.create_run import CreateRun, CreateRunCommand
+from application.runs.submit_tool_results import SubmitToolResults, SubmitToolResultsCommand, ToolResultInput
+from application.runs.tools.calls import ToolLimits
+from application.runs.tools.handler import ToolContext, ToolOutcome
+from domain.agents import Agent
+from domain.ids import MessageId, RunId
+from domain.messages import Message, MessageRole, TextContent, ToolResultContent, ToolUseContent
+from domain.native_tools import ToolRef
+from domain.run_events import RunCompleted, RunFailed, ToolCallCompleted, ToolCallStarted
+from domain.runs import ClientTool, Run, RunStatus
+from domain.threads import Thread
+from domain.tools import Tool, ToolType
+from tests.unit.fakes.app import FakeApp, admin
+from tests.unit.fakes.ports import NOW, Commands, Hold, answer, call, calls
+
+COMMANDS = Commands(CommandSpec(name="deploy", description="Deploy"), CommandSpec(name="check", description="Check"))
+
+
+def commands_agent(**fields: Any) -> dict[str, Any]:
+    refs = (
+        ToolRef(type=ToolType.COMMAND, config={"name": "deploy"}),
+        ToolRef(type=ToolType.COMMAND, config={"name": "check"}),
+    )
+    return {"tools": refs} | fields
+
+
+@pytest.fixture
+def app() -> FakeApp:
+    return FakeApp(commands=Commands(*COMMANDS.specs))
+
+
+async def start(
+    app: FakeApp, agent: Agent, thread: Thread, text: str = "Hello", client_tools: tuple[ClientTool, ...] = ()
+) -> Run:
+    command = CreateRunCommand(caller=admin(agent.org_id), thread_id=thread.id, input=text, client_tools=client_tools)
+    return (await CreateRun(app.uow, app.clock, app.ids, app.bus, app.executor).execute(command)).run
+
+
+async def queued(app: FakeApp, text: str = "Hello", **agent_fields: object) -> tuple[Agent, Thread, Run]:
+    org = await app.organization()
+    agent = await app.agent(org, **agent_fields)
+    thread = await app.thread(agent)
+    return agent, thread, await start(app, agent, thread, text)
+
+
+async def history(app: FakeApp, thread: Thread) -> list[Message]:
+    async with app.uow.read_only() as uow:
+        return list(await uow.messages.list(thread.org_id, thread.id, limit=100, after_position=None))
+
+
+async def stored(app: FakeApp, run: Run) -> Run:
+    async with app.uow.read_only() as uow:
+        found = await uow.runs.get(run.org_id, run.id)
+    assert found is not None
+    return found
+
+
+def status(run: Run) -> RunStatus:
+    return run.status
+
+
+# -- the outcomes of a step -------------------------------------------------------------------------
+
+
+async def test_an_answer_without_tool_calls_completes_the_run(app: FakeApp) -> None:
+    app.model.then(answer("Hi there"))
+    _agent, thread, run = await queued(app)
+    done = await app.execute_run().execute(run.org_id, run.id)
+    assert status(done) is RunStatus.COMPLETED and done.step_count == 1
+    assert done.usage.total_tokens == 6 and done.steps[0].model == "scripted-1"
+    assert [(m.role, m.text) for m in await history(app, thread)] == [
+        (MessageRole.USER, "Hello"),
+        (MessageRole.ASSISTANT, "Hi there"),
+    ]
+    assert app.bus.types(run.id) == [
+        "run.created",
+        "run.in_progress",
+        "message.delta",
+        "message.delta",
+        "run.completed",
+    ]
+    completed = app.bus.published[-1].payload
+    assert isinstance(completed, RunCompleted) and completed.answer == "Hi there"
+    assert await stored(app, run) == done
+
+
+async def test_tool_calls_continue_the_loop_and_the_model_reads_their_results(app: FakeApp) -> None:
+    app.model.then(calls(call("command__deploy", {"arguments": ["prod"]})), answer("Deployed."))
+    _agent, thread, run = await queued(app, **commands_agent())
+    done = await app.execute_run().execute(run.org_id, run.id)
+    assert status(done) is RunStatus.COMPLETED and done.step_count == 2
+    assert app.commands.runs == [("deploy", ["prod"])]
+    messages = await history(app, thread)
+    assert [m.role for m in messages] == [
+        MessageRole.USER,
+        MessageRole.ASSISTANT,
+        MessageRole.TOOL,
+        MessageRole.ASSISTANT,
+    ]
+    [result] = messages[2].content
+    assert result == ToolResultContent(
+        tool_use_id="call_command__deploy", tool_name="command__deploy", result="done\n[exit code 0]"
+    )
+    assert app.model.requests[1].messages[-1] == messages[2]
+    types = app.bus.types(run.id)
+    assert types[types.index("tool_call.started") :] == [
+        "tool_call.started",
+        "tool_call.completed",
+        "message.delta",
+        "message.delta",
+        "run.completed",
+    ]
+    started = next(e.payload for e in app.bus.published if isinstance(e.payload, ToolCallStarted))
+    assert (started.name, started.tool_type, dict(started.arguments)) == (
+        "command__deploy",
+        "command",
+        {"arguments": ["prod"]},
+    )
+
+
+async def test_a_client_tool_makes_the_run_wait_and_its_result_resumes_it(app: FakeApp) -> None:
+    app.model.then(calls(call("get_location", {"precise": True})), answer("You are in Lisbon."))
+    org = await app.organization()
+    agent = await app.agent(org)
+    thread = await app.thread(agent)
+    tool = ClientTool(name="get_location", description="Where the user is", parameters={"type": "object"})
+    run = await start(app, agent, thread, "Where am I?", client_tools=(tool,))
+
+    waiting = await app.execute_run().execute(run.org_id, run.id)
+    assert status(waiting) is RunStatus.REQUIRES_ACTION
+    assert [(c.id, c.name, c.type) for c in waiting.required_action] == [
+        ("call_get_location", "get_location", "client")
+    ]
+    assert waiting.steps[0].tool_calls[0].pending
+    assert app.bus.types(run.id)[-1] == "run.requires_action"
+
+    submit = SubmitToolResults(app.uow, app.clock, app.ids, app.bus, app.executor)
+    resumed = await submit.execute(
+        SubmitToolResultsCommand(
+            caller=admin(org),
+            run_id=run.id,
+            results=(ToolResultInput(tool_use_id="call_get_location", result="Lisbon"),),
+        )
+    )
+    assert status(resumed) is RunStatus.IN_PROGRESS and app.executor.submitted[-1] == (org.id, run.id)
+    done = await app.execute_run().execute(run.org_id, run.id)
+    assert status(done) is RunStatus.COMPLETED
+    assert app.model.requests[1].messages[-1].content == (
+        ToolResultContent(tool_use_id="call_get_location", tool_name="get_location", result="Lisbon"),
+    )
+    resumed_events = app.bus.types(run.id)
+    assert "run.in_progress" in resumed_events[resumed_events.index("run.requires_action") :]
+
+
+async def test_a_displayable_native_tool_waits_for_the_client_too(app: FakeApp) -> None:
+    app.model.then(calls(call("send_email", {"to": ["a@b.c"], "subject": "Hi", "body": "Hello"})))
+    _, _, run = await queued(app, tools=(ToolRef(type=ToolType.SEND_EMAIL),))
+    waiting = await app.execute_run().execute(run.org_id, run.id)
+    assert status(waiting) is RunStatus.REQUIRES_ACTION and waiting.required_action[0].type == "send_email"
+
+
+async def test_a_model_error_fails_the_run_with_its_code(app: FakeApp) -> None:
+    app.model.then(ModelUnavailable("the model provider could not be reached"))
+    _, _, run = await queued(app)
+    failed = await app.execute_run().execute(run.org_id, run.id)
+    assert status(failed) is RunStatus.FAILED
+    assert failed.error is not None and (failed.error.code, failed.error.message) == (
+        "model_unavailable",
+        "the model provider could not be reached",
+    )
+    event = app.bus.published[-1].payload
+    assert isinstance(event, RunFailed) and event.error == failed.error
+    trace = app.tracer.of(run.id)
+    assert trace.generations[0].ended is not None and trace.generations[0].ended["level"] is Level.ERROR
+    assert trace.ended is not None and trace.ended["level"] is Level.ERROR
+
+
+async def test_a_run_that_keeps_calling_tools_fails_after_max_steps(app: FakeApp) -> None:
+    app.model.then(*[calls(call("command__check", id=f"c{n}")) for n in range(2)])
+    _, _, run = await queued(app, max_steps=2, **commands_agent())
+    failed = await app.execute_run().execute(run.org_id, run.id)
+    assert status(failed) is RunStatus.FAILED and failed.step_count == 2 and len(app.model.requests) == 2
+    assert failed.error is not None and failed.error.code == "max_steps_exceeded"
+    assert failed.error.message == "the agent was still calling tools after 2 steps"
+
+
+# -- tool calls ---------------------------------------------------------------------------------------
+
+
+class Gate:
+    """A command tool that counts how many of its calls run at once. With `check_first`, `deploy` finishes only
+    after `check` did (so parallel calls finish out of call order)."""
+
+    def __init__(self, *, check_first: bool = False) -> None:
+        self.check_first = check_first
+        self.check_done = asyncio.Event()
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.running = 0
+        self.most = 0
+
+    async def __call__(self, model_call: ModelToolCall, tool: Tool, context: ToolContext) -> ToolOutcome:
+        name = str(tool.metadata["command"])
+        self.running += 1
+        self.most = max(self.most, self.running)
+        self.started.set()
+        try:
+            await asyncio.sleep(0)  # let the step's other calls start, if they may
+            if name == "deploy" and self.check_first:
+                await self.check_done.wait()
+            if name == "check" and not self.check_first:
+                await self.release.wait()
+        finally:
+            self.running -= 1
+        if name == "check":
+            self.check_done.set()
+        return ToolOutcome(text=f"{name} done")
+
+
+async def test_parallel_calls_run_at_once_and_their_results_keep_the_call_order() -> None:
+    gate = Gate(check_first=True)
+    app = FakeApp(commands=Commands(*COMMANDS.specs), extra_handlers={ToolType.COMMAND: gate})
+    app.model.then(calls(call("command__deploy"), call("command__check")), answer("ok"))
+    _, thread, run = await queued(app, **commands_agent())
+    done = await app.execute_run().execute(run.org_id, run.id)
+    assert status(done) is RunStatus.COMPLETED and gate.most == 2
+    tool_message = (await history(app, thread))[2]
+    assert [p.tool_name for p in tool_message.content if isinstance(p, ToolResultContent)] == [
+        "command__deploy",
+        "command__check",
+    ]
+    completed = [e.payload.name for e in app.bus.published if isinstance(e.payload, ToolCallCompleted)]
+    assert completed == ["command__check", "command__deploy"]  # followers hear of each as it finishes
+
+
+async def test_an_agent_without_parallel_calls_makes_them_one_at_a_time() -> None:
+    gate = Gate()
+    app = FakeApp(commands=Commands(*COMMANDS.specs), extra_handlers={ToolType.COMMAND: gate})
+    app.model.then(calls(call("command__deploy"), call("command__check")), answer("ok"))
+    _, _, run = await queued(app, **commands_agent(parallel_tool_calls=False))
+    gate.release.set()
+    done = await app.execute_run().execute(run.org_id, run.id)
+    assert status(done) is RunStatus.COMPLETED and gate.most == 1
+
+
+async def test_parallel_calls_are_bounded_by_the_limit() -> None:
+    gate = Gate()
+    app = FakeApp(
+        commands=Commands(*COMMANDS.specs),
+        extra_handlers={ToolType.COMMAND: gate},
+        limits=ToolLimits(parallel_calls=1),
+    )
+    app.model.then(calls(call("command__deploy"), call("command__check")), answer("ok"))
+    _, _, run = await queued(app, **commands_agent())
+    gate.release.set()
+    assert status(await app.execute_run().execute(run.org_id, run.id)) is RunStatus.COMPLETED
+    assert gate.most == 1
+
+
+async def test_unknown_tools_bad_arguments_and_long_results_are_told_to_the_model() -> None:
+    app = FakeApp(commands=Commands(*COMMANDS.specs), limits=ToolLimits(result_max_chars=4))
+    bad = ModelToolCall(id="bad", name="command__check", arguments={}, arguments_error="not a JSON object")
+    app.model.then(calls(call("teleport"), bad, call("command__deploy")), answer("ok"))
+    _, thread, run = await queued(app, **commands_agent())
+    done = await app.execute_run().execute(run.org_id, run.id)
+    results = [p for p in (await history(app, thread))[2].content if isinstance(p, ToolResultContent)]
+    assert results[0].result == "Tool 'teleport' does not exist. Available tools: command__deploy, command__check"
+    assert results[1].result == "Invalid arguments for tool 'command__check': not a JSON object"
+    assert results[2].result == "done\n…[truncated: 14 more characters]"
+    assert [r.is_error for r in results] == [True, True, False]
+    assert [c.is_error for c in done.steps[0].tool_calls] == [True, True, False]
+    assert [c.type for c in done.steps[0].tool_calls] == ["unknown", "command", "command"]
+
+
+async def test_a_tool_the_server_cannot_run_is_told_to_the_model() -> None:
+    app = FakeApp(commands=Commands(*COMMANDS.specs), without_handlers=frozenset({ToolType.COMMAND}))
+    app.model.then(calls(call("command__deploy")), answer("ok"))
+    _, thread, run = await queued(app, **commands_agent())
+    await app.execute_run().execute(run.org_id, run.id)
+    [result] = (await history(app, thread))[2].content
+    assert (
+        isinstance(result, ToolResultContent)
+        and result.result == "Tool 'command__deploy' cannot be used on this server"
+    )
+
+
+async def test_warnings_of_tool_assembly_stay_on_the_run(app: FakeApp) -> None:
+    app.model.then(answer("ok"))
+    _, _, run = await queued(app, tools=(ToolRef(type=ToolType.INTERNET_SEARCH),))
+    done = await app.execute_run().execute(run.org_id, run.id)
+    assert done.warnings == ("internet_search is not configured on this server; it was skipped",)
+    assert (await stored(app, run)).warnings == done.warnings
+
+
+# -- cancellation, interruption, failures ------------------------------------------------------------
+
+
+async def test_a_run_cancelled_before_it_starts_never_calls_the_model(app: FakeApp) -> None:
+    _, _, run = await queued(app)
+    async with app.uow as uow:
+        await uow.runs.request_cancel(run.org_id, run.id)
+        await uow.commit()
+    cancelled = await app.execute_run().execute(run.org_id, run.id)
+    assert status(cancelled) is RunStatus.CANCELLED and app.model.requests == []
+    assert app.bus.types(run.id) == ["run.created", "run.cancelled"]
+
+
+async def test_cancelling_the_task_during_the_model_call_cancels_the_run(app: FakeApp) -> None:
+    hold = Hold()
+    app.model.then(hold, answer("never read"))
+    _, thread, run = await queued(app)
+    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    await hold.received.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert status(await stored(app, run)) is RunStatus.CANCELLED
+    assert app.bus.types(run.id)[-1] == "run.cancelled"
+    assert [m.role for m in await history(app, thread)] == [MessageRole.USER]
+    assert app.tracer.of(run.id).ended == {"output": None, "level": Level.WARNING, "status_message": "cancelled"}
+
+
+async def test_a_cancel_asked_while_the_model_thinks_ends_the_run_after_its_answer(app: FakeApp) -> None:
+    hold = Hold()
+    app.model.then(hold, calls(call("command__deploy")))
+    _agent, thread, run = await queued(app, **commands_agent())
+    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    await hold.received.wait()
+    async with app.uow as uow:  # as CancelRun does for a run that executes elsewhere
+        await uow.runs.request_cancel(run.org_id, run.id)
+        await uow.commit()
+    hold.release.set()
+    cancelled = await task
+    assert status(cancelled) is RunStatus.CANCELLED and app.commands.runs == []
+    assert [m.role for m in await history(app, thread)] == [MessageRole.USER, MessageRole.ASSISTANT]
+
+
+async def test_cancelling_the_task_during_a_tool_call_cancels_the_run() -> None:
+    gate = Gate()
+    app = FakeApp(commands=Commands(*COMMANDS.specs), extra_handlers={ToolType.COMMAND: gate})
+    app.model.then(calls(call("command__check")))
+    _, thread, run = await queued(app, **commands_agent())
+    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    await gate.started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert status(await stored(app, run)) is RunStatus.CANCELLED
+    assert [m.role for m in await history(app, thread)] == [MessageRole.USER, MessageRole.ASSISTANT]
+
+
+async def test_a_run_interrupted_by_shutdown_fails_as_interrupted(app: FakeApp) -> None:
+    hold = Hold()
+    app.model.then(hold)
+    _, _, run = await queued(app)
+    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    await hold.received.wait()
+    task.cancel(INTERRUPTED)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    interrupted = await stored(app, run)
+    assert status(interrupted) is RunStatus.FAILED and interrupted.error is not None
+    assert interrupted.error.code == "interrupted"
+
+
+async def test_an_unexpected_error_fails_the_run_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    async def broken(model_call: ModelToolCall, tool: Tool, context: ToolContext) -> ToolOutcome:
+        raise RuntimeError("a bug")
+
+    app = FakeApp(commands=Commands(*COMMANDS.specs), extra_handlers={ToolType.COMMAND: broken})
+    app.model.then(calls(call("command__check")))
+    _, _, run = await queued(app, **commands_agent())
+    failed = await app.execute_run().execute(run.org_id, run.id)
+    assert status(failed) is RunStatus.FAILED and failed.error is not None
+    assert (failed.error.code, failed.error.message) == ("internal_error", "the run failed unexpectedly")
+    assert "run failed unexpectedly" in caplog.text
+    assert app.tracer.of(run.id).ended == {
+        "output": "failed",
+        "level": Level.ERROR,
+        "status_message": "the run failed unexpectedly",
+    }
+
+
+async def test_a_run_whose_agent_was_deleted_fails(app: FakeApp) -> None:
+    agent, _, run = await queued(app)
+    async with app.uow as uow:
+        await uow.agents.delete(agent.org_id, agent.id)
+        await uow.commit()
+    failed = await app.execute_run().execute(run.org_id, run.id)
+    assert failed.error is not None and failed.error.code == "agent_not_found"
+    assert app.bus.types(run.id) == ["run.created", "run.failed"]
+
+
+async def test_a_run_that_is_not_queued_is_left_as_it_is(app: FakeApp) -> None:
+    app.model.then(answer("done"))
+    _, _, run = await queued(app)
+    done = await app.execute_run().execute(run.org_id, run.id)
+    events = len(app.bus.published)
+    again = await app.execute_run().execute(run.org_id, run.id)
+    assert again == done and len(app.bus.published) == events and len(app.model.requests) == 1
+
+
+async def test_an_unknown_run_is_not_found(app: FakeApp) -> None:
+    _, _, run = await queued(app)
+    with pytest.raises(RunNotFound):
+        await app.execute_run().execute(run.org_id, RunId(app.ids.new()))
+
+
+async def test_a_run_left_in_progress_goes_on_with_a_model_call(app: FakeApp) -> None:
+    app.model.then(answer("Back again"))
+    _, _thread, run = await queued(app)
+    async with app.uow as uow:
+        started = await uow.runs.get(run.org_id, run.id)
+        assert started is not None
+        started.start(app.clock.now())
+        await uow.runs.save(started)
+        await uow.commit()
+    done = await app.execute_run().execute(run.org_id, run.id)
+    assert status(done) is RunStatus.COMPLETED
+    assert "run.in_progress" not in app.bus.types(run.id)  # it was announced when it first started
+
+
+# -- what a run stores and traces --------------------------------------------------------------------
+
+
+async def test_each_step_is_stored_before_the_next_model_call(app: FakeApp) -> None:
+    seen: list[list[MessageRole]] = []
+
+    async def look(request: ModelRequest) -> None:
+        seen.append([m.role for m in await history(app, thread)])
+
+    app.model.before = look
+    app.model.then(calls(call("command__check")), answer("ok"))
+    _, thread, run = await queued(app, **commands_agent())
+    await app.execute_run().execute(run.org_id, run.id)
+    assert seen == [[MessageRole.USER], [MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL]]
+
+
+async def test_the_answer_with_tool_calls_is_one_message_and_each_call_a_step_entry(app: FakeApp) -> None:
+    app.model.then(calls(call("command__check"), call("command__deploy"), text="Let me look."), answer("ok"))
+    _, thread, run = await queued(app, **commands_agent())
+    done = await app.execute_run().execute(run.org_id, run.id)
+    assistant = (await history(app, thread))[1]
+    assert assistant.text == "Let me look." and assistant.run_id == run.id
+    assert [p.name for p in assistant.content if isinstance(p, ToolUseContent)] == ["command__check", "command__deploy"]
+    assert [c.name for c in done.steps[0].tool_calls] == ["command__check", "command__deploy"]
+
+
+async def test_a_trace_shows_the_run_its_model_calls_and_its_tool_calls(app: FakeApp) -> None:
+    app.model.then(calls(call("command__check")), answer("ok"))
+    agent, _, run = await queued(app, **commands_agent())
+    done = await app.execute_run().execute(run.org_id, run.id)
+    trace = app.tracer.of(run.id)
+    assert done.trace_id == trace.trace_id and (await stored(app, run)).trace_id == trace.trace_id
+    assert trace.metadata == {"agent": agent.slug, "model": agent.model, "parent_run_id": ""}
+    assert [g.name for g in trace.generations] == ["step 1", "step 2"]
+    assert trace.generations[1].input[-1] == {"role": "tool", "content": ""}
+    assert [s.name for s in trace.spans] == ["command"]
+    assert trace.ended == {"output": "completed", "level": Level.DEFAULT, "status_message": None}
+
+
+async def test_a_model_call_trace_shows_only_the_latest_messages(app: FakeApp) -> None:
+    app.model.then(answer("ok"))
+    org = await app.organization()
+    agent = await app.agent(org)
+    thread = await app.thread(agent)
+    async with app.uow as uow:
+        loaded = await uow.threads.get(thread.org_id, thread.id)
+        assert loaded is not None
+        for n in range(30):
+            text = (TextContent(text=f"earlier {n}"),)
+            await uow.messages.add(loaded.append(MessageRole.USER, text, message_id=MessageId(app.ids.new()), now=NOW))
+        await uow.threads.save(loaded)
+        await uow.commit()
+    run = await start(app, agent, thread, "last")
+    await app.execute_run().execute(run.org_id, run.id)
+    shown = app.tracer.of(run.id).generations[0].input
+    assert len(shown) == 20 and shown[-1] == {"role": "user", "content": "last"}

@@ -1,0 +1,338 @@
+"""The run use cases around the loop: creating, answering, cancelling, following, recovering and reading runs."""
+
+import asyncio
+
+import pytest
+
+from application.errors import InvalidReference, RunNotFound, ThreadBusy, ThreadNotFound
+from application.pagination import PageRequest
+from application.runs.cancel_run import CancelRun
+from application.runs.create_run import CreateRun, CreateRunCommand
+from application.runs.follow_run import FollowRun
+from application.runs.queries import GetRun, ListRuns, RunFilter
+from application.runs.recover_runs import RecoverRuns
+from application.runs.submit_tool_results import SubmitToolResults, SubmitToolResultsCommand, ToolResultInput
+from domain.agents import Agent
+from domain.errors import IllegalTransition, InvalidValue
+from domain.ids import ThreadId
+from domain.messages import MessageRole, ToolResultContent
+from domain.organizations import Organization
+from domain.run_events import RunEvent, RunFailed
+from domain.runs import ClientTool, PendingToolCall, Run, RunNotWaiting, RunStatus
+from domain.threads import Thread
+from tests import builders
+from tests.unit.fakes.app import FakeApp, admin, member
+from tests.unit.fakes.ports import Hold, answer, call, calls
+
+
+@pytest.fixture
+def app() -> FakeApp:
+    return FakeApp()
+
+
+async def setup(app: FakeApp) -> tuple[Organization, Agent, Thread]:
+    org = await app.organization()
+    agent = await app.agent(org)
+    return org, agent, await app.thread(agent)
+
+
+def create(app: FakeApp) -> CreateRun:
+    return CreateRun(app.uow, app.clock, app.ids, app.bus, app.executor)
+
+
+async def stored(app: FakeApp, run: Run) -> Run:
+    async with app.uow.read_only() as uow:
+        found = await uow.runs.get(run.org_id, run.id)
+    assert found is not None
+    return found
+
+
+def status(run: Run) -> RunStatus:
+    return run.status
+
+
+# -- CreateRun ------------------------------------------------------------------------------------------
+
+
+async def test_a_run_is_queued_with_its_input_and_handed_to_the_executor(app: FakeApp) -> None:
+    org, agent, thread = await setup(app)
+    created = await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi"))
+    run = created.run
+    assert created.created and status(run) is RunStatus.QUEUED and run.agent_id == agent.id
+    assert app.executor.submitted == [(org.id, run.id)]
+    assert app.bus.types(run.id) == ["run.created"]
+    async with app.uow.read_only() as uow:
+        [message] = await uow.messages.list(org.id, thread.id, limit=10, after_position=None)
+        events = await uow.run_events.list(org.id, run.id)
+    assert (message.role, message.text, message.run_id, message.position) == (MessageRole.USER, "Hi", run.id, 1)
+    assert [e.seq for e in events] == [1]
+
+
+async def test_the_same_idempotency_key_gives_back_the_same_run(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    command = CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi", idempotency_key="k1")
+    first = await create(app).execute(command)
+    again = await create(app).execute(command)
+    assert not again.created and again.run.id == first.run.id and len(app.executor.submitted) == 1
+
+
+async def test_a_thread_runs_one_run_at_a_time(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="one"))
+    with pytest.raises(ThreadBusy):
+        await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="two"))
+
+
+async def test_a_run_needs_a_thread_of_the_organization_and_an_agent(app: FakeApp) -> None:
+    org, _agent, thread = await setup(app)
+    other = await app.organization()
+    with pytest.raises(ThreadNotFound):
+        await create(app).execute(CreateRunCommand(caller=member(other), thread_id=thread.id, input="x"))
+    bare = builders.thread(org.id)
+    async with app.uow as uow:
+        await uow.threads.add(bare)
+        await uow.commit()
+    with pytest.raises(InvalidReference, match="has no agent"):
+        await create(app).execute(CreateRunCommand(caller=member(org), thread_id=bare.id, input="x"))
+    elsewhere = await app.agent(other)
+    with pytest.raises(InvalidReference, match="not found"):
+        await create(app).execute(
+            CreateRunCommand(caller=member(org), thread_id=bare.id, agent_id=elsewhere.id, input="x")
+        )
+    assert app.executor.submitted == [] and app.store.runs == {} and app.store.messages == {}
+
+
+async def test_bad_input_and_client_tools_are_refused(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    with pytest.raises(InvalidValue, match="input"):
+        await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input=""))
+    with pytest.raises(InvalidValue, match="client tool name"):
+        ClientTool(name="no spaces", description="", parameters={})
+    with pytest.raises(InvalidValue, match="type object"):
+        ClientTool(name="t", description="", parameters={"type": "array"})
+    tool = ClientTool(name="t", description="", parameters={})
+    with pytest.raises(InvalidValue, match="unique"):
+        builders.run(org.id, thread.id, thread.agent_id or builders.agent(org.id).id, client_tools=(tool, tool))
+
+
+# -- SubmitToolResults ----------------------------------------------------------------------------------
+
+
+async def waiting_run(app: FakeApp, *call_ids: str) -> tuple[Organization, Thread, Run]:
+    org, _agent, thread = await setup(app)
+    tools = tuple(ClientTool(name=f"tool_{n}", description="", parameters={}) for n in range(len(call_ids)))
+    created = await create(app).execute(
+        CreateRunCommand(caller=member(org), thread_id=thread.id, input="go", client_tools=tools)
+    )
+    app.model.then(calls(*(call(f"tool_{n}", id=i) for n, i in enumerate(call_ids))))
+    waiting = await app.execute_run().execute(org.id, created.run.id)
+    assert status(waiting) is RunStatus.REQUIRES_ACTION
+    return org, thread, waiting
+
+
+def submit(app: FakeApp) -> SubmitToolResults:
+    return SubmitToolResults(app.uow, app.clock, app.ids, app.bus, app.executor)
+
+
+async def test_results_for_every_waited_call_resume_the_run(app: FakeApp) -> None:
+    org, thread, run = await waiting_run(app, "a", "b")
+    results = (
+        ToolResultInput(tool_use_id="b", result="B"),
+        ToolResultInput(tool_use_id="a", result="A", is_error=True),
+    )
+    resumed = await submit(app).execute(SubmitToolResultsCommand(caller=member(org), run_id=run.id, results=results))
+    assert status(resumed) is RunStatus.IN_PROGRESS and resumed.required_action == ()
+    assert app.executor.submitted[-1] == (org.id, run.id)
+    async with app.uow.read_only() as uow:
+        last = await uow.messages.last(org.id, thread.id)
+    assert last is not None and last.content == (
+        ToolResultContent(tool_use_id="b", tool_name="tool_1", result="B"),
+        ToolResultContent(tool_use_id="a", tool_name="tool_0", result="A", is_error=True),
+    )
+    assert app.bus.types(run.id)[-3:] == ["tool_call.completed", "tool_call.completed", "run.in_progress"]
+
+
+@pytest.mark.parametrize(
+    ("answered", "problem"),
+    [
+        (["a"], "results are missing for: b"),
+        (["a", "b", "c"], "the run did not make these calls: c"),
+        (["a", "a", "b"], "each tool call may be answered only once"),
+    ],
+)
+async def test_results_must_answer_each_waited_call_once(app: FakeApp, answered: list[str], problem: str) -> None:
+    org, _, run = await waiting_run(app, "a", "b")
+    results = tuple(ToolResultInput(tool_use_id=i, result="x") for i in answered)
+    with pytest.raises(RunNotWaiting, match=problem):
+        await submit(app).execute(SubmitToolResultsCommand(caller=member(org), run_id=run.id, results=results))
+    assert status(await stored(app, run)) is RunStatus.REQUIRES_ACTION
+
+
+async def test_results_for_a_run_that_does_not_wait_are_refused(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    run = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
+    results = (ToolResultInput(tool_use_id="a", result="x"),)
+    with pytest.raises(RunNotWaiting, match="queued, not waiting"):
+        await submit(app).execute(SubmitToolResultsCommand(caller=member(org), run_id=run.id, results=results))
+    other = await app.organization()
+    with pytest.raises(RunNotFound):
+        await submit(app).execute(SubmitToolResultsCommand(caller=member(other), run_id=run.id, results=results))
+
+
+# -- CancelRun ------------------------------------------------------------------------------------------
+
+
+def cancel(app: FakeApp) -> CancelRun:
+    return CancelRun(app.uow, app.clock, app.bus, app.executor)
+
+
+async def test_a_queued_run_is_cancelled_at_once(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    run = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
+    cancelled = await cancel(app).execute(member(org), run.id)
+    assert status(cancelled) is RunStatus.CANCELLED and status(await stored(app, run)) is RunStatus.CANCELLED
+    assert app.bus.types(run.id) == ["run.created", "run.cancelled"]
+    with pytest.raises(IllegalTransition, match="already cancelled"):
+        await cancel(app).execute(member(org), run.id)
+
+
+async def test_a_waiting_run_is_cancelled_at_once(app: FakeApp) -> None:
+    org, _, run = await waiting_run(app, "a")
+    cancelled = await cancel(app).execute(member(org), run.id)
+    assert status(cancelled) is RunStatus.CANCELLED and cancelled.required_action == ()
+    assert app.bus.types(run.id)[-1] == "run.cancelled"
+
+
+async def test_an_executing_run_is_asked_to_stop_and_its_executor_stops_it(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    run = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
+    hold = Hold()
+    app.model.then(hold)
+    task = asyncio.create_task(app.execute_run().execute(org.id, run.id))
+    await hold.received.wait()
+    app.executor.tasks[run.id] = task
+    cancelled = await cancel(app).execute(member(org), run.id)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert app.executor.cancelled == [run.id]
+    assert status(cancelled) is RunStatus.CANCELLED  # re-read after the executor stopped it
+    assert (await stored(app, run)).cancel_requested
+
+
+async def test_a_run_executing_elsewhere_is_marked_and_stops_at_its_next_step(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    run = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
+    hold = Hold()
+    app.model.then(hold, answer("late"))
+    task = asyncio.create_task(app.execute_run().execute(org.id, run.id))
+    await hold.received.wait()
+    marked = await cancel(app).execute(member(org), run.id)
+    assert status(marked) is RunStatus.IN_PROGRESS and marked.cancel_requested
+    hold.release.set()
+    assert status(await task) is RunStatus.CANCELLED
+
+
+async def test_another_organizations_run_cannot_be_cancelled(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    run = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
+    with pytest.raises(RunNotFound):
+        await cancel(app).execute(member(await app.organization()), run.id)
+
+
+# -- FollowRun ------------------------------------------------------------------------------------------
+
+
+async def test_a_follower_gets_what_happened_then_what_happens_until_the_run_ends(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    run = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
+    app.model.then(answer("Hello there"))
+    following = await FollowRun(app.uow, app.bus).execute(member(org), run.id)
+    received: list[RunEvent] = []
+
+    async def follow() -> None:
+        async with following as follower:
+            async for event in follower.events(heartbeat=60):
+                assert event is not None
+                received.append(event)
+
+    listener = asyncio.create_task(follow())
+    await app.execute_run().execute(org.id, run.id)
+    await listener
+    assert [e.type.value for e in received] == [
+        "run.created",
+        "run.in_progress",
+        "message.delta",
+        "message.delta",
+        "run.completed",
+    ]
+    assert [e.seq for e in received] == [1, 2, 3, 4, 5]
+
+
+async def test_a_follower_of_an_ended_run_gets_its_stored_events_after_a_sequence_number(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    run = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
+    await cancel(app).execute(member(org), run.id)
+    fresh = FakeApp(store=app.store)  # another process: its bus has nothing of this run
+    following = await FollowRun(fresh.uow, fresh.bus).execute(member(org), run.id, after_seq=1)
+    async with following as follower:
+        events = [e async for e in follower.events(heartbeat=60)]
+    assert [e.type.value for e in events if e is not None] == ["run.cancelled"]
+    with pytest.raises(RunNotFound):
+        await FollowRun(fresh.uow, fresh.bus).execute(member(await fresh.organization()), run.id)
+
+
+# -- RecoverRuns, GetRun, ListRuns ----------------------------------------------------------------------
+
+
+async def test_recovery_resubmits_queued_runs_and_fails_interrupted_ones(app: FakeApp) -> None:
+    org, agent, thread = await setup(app)
+    queued = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
+    second = await app.thread(agent)
+    left = builders.run(org.id, second.id, agent.id)
+    left.start(app.clock.now())
+    async with app.uow as uow:
+        await uow.runs.add(left)
+        await uow.commit()
+    restarted = FakeApp(store=app.store)
+    assert await RecoverRuns(restarted.uow, restarted.clock, restarted.bus, restarted.executor).execute() == (1, 1)
+    assert restarted.executor.submitted == [(org.id, queued.id)]
+    failed = await stored(app, left)
+    assert status(failed) is RunStatus.FAILED and failed.error is not None and failed.error.code == "interrupted"
+    [event] = restarted.bus.published
+    assert isinstance(event.payload, RunFailed) and event.seq == 1
+
+
+async def test_runs_are_read_and_listed_within_their_organization(app: FakeApp) -> None:
+    org, agent, thread = await setup(app)
+    first = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
+    await cancel(app).execute(member(org), first.id)
+    second = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="y"))).run
+    other = await app.organization()
+    assert (await GetRun(app.uow).execute(member(org), first.id)).id == first.id
+    with pytest.raises(RunNotFound):
+        await GetRun(app.uow).execute(member(other), first.id)
+    listed = await ListRuns(app.uow).execute(member(org), PageRequest(limit=1))
+    assert [r.id for r in listed.items] == [first.id] and listed.next_cursor is not None
+    rest = await ListRuns(app.uow).execute(member(org), PageRequest(limit=1, cursor=listed.next_cursor))
+    assert [r.id for r in rest.items] == [second.id] and rest.next_cursor is None
+    queued_only = await ListRuns(app.uow).execute(member(org), PageRequest(), RunFilter(status=RunStatus.QUEUED))
+    assert [r.id for r in queued_only.items] == [second.id]
+    by_agent = await ListRuns(app.uow).execute(admin(org), PageRequest(), RunFilter(agent_id=agent.id))
+    assert len(by_agent.items) == 2
+    assert (await ListRuns(app.uow).execute(member(other), PageRequest())).items == []
+    with pytest.raises(ThreadNotFound):
+        await ListRuns(app.uow).execute(member(other), PageRequest(), RunFilter(thread_id=thread.id))
+    with pytest.raises(ThreadNotFound):
+        await ListRuns(app.uow).execute(member(org), PageRequest(), RunFilter(thread_id=ThreadId(app.ids.new())))
+
+
+def test_a_waiting_run_knows_which_calls_it_waits_for() -> None:
+    org_id = builders.organization().id
+    thread = builders.thread(org_id)
+    run = builders.run(org_id, thread.id, builders.agent(org_id).id)
+    run.start(builders.NOW)
+    pending = PendingToolCall(id="a", name="t", arguments={}, type="client")
+    run.require_action((pending,), builders.NOW)
+    assert run.resume(["a"], builders.NOW) == {"a": pending} and status(run) is RunStatus.IN_PROGRESS
+    with pytest.raises(RunNotWaiting):
+        run.resume(["a"], builders.NOW)
