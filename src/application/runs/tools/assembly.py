@@ -11,7 +11,7 @@ from typing import Any
 from application.errors import McpError
 from application.mcp_access import target_of
 from application.ports.llm import ToolDefinition
-from application.ports.mcp import McpGateway, McpPromptInfo, McpResourceInfo, McpResourceTemplateInfo
+from application.ports.mcp import McpGateway, McpPromptInfo, McpResourceInfo, McpResourceTemplateInfo, McpToolInfo
 from application.ports.native_tools import CodeSandbox, CommandRunner, WebSearch
 from application.ports.persistence import UnitOfWork
 from application.ports.security import SecretBox
@@ -79,7 +79,7 @@ class AssembledTools:
 @dataclass(frozen=True, kw_only=True)
 class _Discovered:
     integration: McpIntegration
-    tools: Sequence[Any] = ()
+    tools: Sequence[McpToolInfo] = ()
     prompts: Sequence[McpPromptInfo] = ()
     resources: Sequence[McpResourceInfo] = ()
     templates: Sequence[McpResourceTemplateInfo] = ()
@@ -167,6 +167,67 @@ def _listing(title: str, lines: list[str]) -> str:
     return text if len(text) <= _LISTING_MAX else text[:_LISTING_MAX] + "\n…"
 
 
+class _Offer:
+    """The tools a run offers as they are gathered: each name once."""
+
+    def __init__(self) -> None:
+        self.tools: list[Tool] = []
+        self.taken: set[str] = set()
+        self.warnings: list[str] = []
+
+    def add(self, tool: Tool) -> None:
+        self.tools.append(tool)
+        self.taken.add(tool.name)
+
+
+def _sub_agent_tool(sub: Agent, taken: set[str]) -> Tool:
+    return Tool(
+        name=_unique(tool_name(f"agent__{sub.slug}"), taken),
+        description=f"Delegate a task to the agent '{sub.name}'"
+        + (f": {sub.description}" if sub.description else ". ")
+        + " Give it the whole task as input; you receive its final answer.",
+        parameters={
+            "type": "object",
+            "properties": {"input": {"type": "string", "description": "The task for the agent"}},
+            "required": ["input"],
+        },
+        type=ToolType.AGENT,
+        metadata={"agent_id": str(sub.id)},
+    )
+
+
+def _client_tool(tool: ClientTool) -> Tool:
+    return Tool(
+        name=tool.name,
+        description=tool.description,
+        parameters=tool.parameters,
+        type=ToolType.CLIENT,
+        displayable=True,
+        executable=False,
+    )
+
+
+def _offer_mcp_tools(item: _Discovered, offer: _Offer) -> None:
+    """The integration's tools, as `<slug>__<tool>`; a name already taken gets a numbered suffix."""
+    for remote in item.tools:
+        wanted = tool_name(item.integration.tool_prefix + remote.name)
+        name = _unique(wanted, offer.taken)
+        if name != wanted:
+            logger.warning(
+                "MCP tool name collision resolved",
+                extra={"integration_id": str(item.integration.id), "tool": remote.name, "offered_as": name},
+            )
+        offer.add(
+            Tool(
+                name=name,
+                description=remote.description or remote.title or remote.name,
+                parameters=remote.input_schema,
+                type=ToolType.MCP_TOOL,
+                metadata={"integration_id": str(item.integration.id), "tool_name": remote.name},
+            )
+        )
+
+
 class ToolAssembler:
     """Builds a run's tools: the agent's native tools, sub-agents, the retrieval tools and the MCP tools
     of its enabled integrations (discovered in parallel; one that fails is skipped with a warning), and
@@ -185,90 +246,42 @@ class ToolAssembler:
         self._commands, self._search, self._sandbox = commands, search, sandbox
 
     async def assemble(self, agent: Agent, client_tools: Sequence[ClientTool] = ()) -> AssembledTools:
-        warnings: list[str] = []
-        tools: list[Tool] = []
-        taken: set[str] = set()
-
-        def add(tool: Tool) -> None:
-            tools.append(tool)
-            taken.add(tool.name)
-
+        offer = _Offer()
         async with self._uow.read_only() as uow:
             integrations = await uow.integrations.get_many(agent.org_id, agent.mcp_integration_ids)
             sub_agents = [a for a in [await uow.agents.get(agent.org_id, i) for i in agent.sub_agent_ids] if a]
-
         for ref in agent.tools:
-            native = self._native(ref, warnings)
-            if native is not None and native.name not in taken:
-                add(native)
+            native = self._native(ref, offer.warnings)
+            if native is not None and native.name not in offer.taken:
+                offer.add(native)
         if len(sub_agents) < len(agent.sub_agent_ids):
-            warnings.append("a sub-agent of this agent no longer exists")
+            offer.warnings.append("a sub-agent of this agent no longer exists")
         for sub in sub_agents:
-            add(
-                Tool(
-                    name=_unique(tool_name(f"agent__{sub.slug}"), taken),
-                    description=f"Delegate a task to the agent '{sub.name}'"
-                    + (f": {sub.description}" if sub.description else ". ")
-                    + " Give it the whole task as input; you receive its final answer.",
-                    parameters={
-                        "type": "object",
-                        "properties": {"input": {"type": "string", "description": "The task for the agent"}},
-                        "required": ["input"],
-                    },
-                    type=ToolType.AGENT,
-                    metadata={"agent_id": str(sub.id)},
-                )
-            )
+            offer.add(_sub_agent_tool(sub, offer.taken))
         for client_tool in client_tools:
-            add(
-                Tool(
-                    name=client_tool.name,
-                    description=client_tool.description,
-                    parameters=client_tool.parameters,
-                    type=ToolType.CLIENT,
-                    displayable=True,
-                    executable=False,
-                )
-            )
+            offer.add(_client_tool(client_tool))
+        found = await self._discover_enabled(agent, integrations, offer.warnings)
+        if agent.mcp_integration_ids:
+            for retrieval in (_prompt_tool(_prompt_listing(found)), _resource_tool(_resource_listing(found))):
+                if retrieval.name not in offer.taken:
+                    offer.add(retrieval)
+        for item in sorted(found, key=lambda d: d.integration.slug):
+            if item.error is not None:
+                offer.warnings.append(f"MCP integration '{item.integration.slug}' was skipped: {item.error}")
+            else:
+                _offer_mcp_tools(item, offer)
+        return AssembledTools(tools=tuple(offer.tools), warnings=tuple(offer.warnings))
 
+    async def _discover_enabled(
+        self, agent: Agent, integrations: Sequence[McpIntegration], warnings: list[str]
+    ) -> list[_Discovered]:
+        """The catalogs of the agent's enabled integrations, discovered at once; the others are warnings."""
         known = {i.id for i in integrations}
         for missing in [i for i in agent.mcp_integration_ids if i not in known]:
             warnings.append(f"MCP integration {missing} no longer exists; it was skipped")
-        enabled = []
-        for integration in integrations:
-            if integration.enabled:
-                enabled.append(integration)
-            else:
-                warnings.append(f"MCP integration '{integration.slug}' is disabled; its tools are not offered")
-        found = await asyncio.gather(*(self._discover(i) for i in enabled))
-
-        if agent.mcp_integration_ids:
-            for retrieval in (_prompt_tool(_prompt_listing(found)), _resource_tool(_resource_listing(found))):
-                if retrieval.name not in taken:
-                    add(retrieval)
-
-        for item in sorted(found, key=lambda d: d.integration.slug):
-            if item.error is not None:
-                warnings.append(f"MCP integration '{item.integration.slug}' was skipped: {item.error}")
-                continue
-            for remote in item.tools:
-                wanted = tool_name(item.integration.tool_prefix + remote.name)
-                name = _unique(wanted, taken)
-                if name != wanted:
-                    logger.warning(
-                        "MCP tool name collision resolved",
-                        extra={"integration_id": str(item.integration.id), "tool": remote.name, "offered_as": name},
-                    )
-                add(
-                    Tool(
-                        name=name,
-                        description=remote.description or remote.title or remote.name,
-                        parameters=remote.input_schema,
-                        type=ToolType.MCP_TOOL,
-                        metadata={"integration_id": str(item.integration.id), "tool_name": remote.name},
-                    )
-                )
-        return AssembledTools(tools=tuple(tools), warnings=tuple(warnings))
+        for disabled in [i for i in integrations if not i.enabled]:
+            warnings.append(f"MCP integration '{disabled.slug}' is disabled; its tools are not offered")
+        return list(await asyncio.gather(*(self._discover(i) for i in integrations if i.enabled)))
 
     async def _discover(self, integration: McpIntegration) -> _Discovered:
         target = target_of(integration, self._secrets)

@@ -3,13 +3,13 @@ retrieval and MCP tool calls. Failures are returned to the model as text, never 
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
 from application.errors import ApplicationError, McpIntegrationNotFound
 from application.ports.llm import ModelToolCall
-from application.ports.tracing import Level
+from application.ports.tracing import Level, TraceSpan
 from application.runs.tools.handler import ToolContext, ToolOutcome
 from application.use_cases.mcp_operations import (
     ExecuteMcpTool,
@@ -55,37 +55,42 @@ def format_prompt_result(result: PromptResult, prompt_name: str) -> str:
     return formatted
 
 
+def _missing(call: ModelToolCall, operation: str, names: Sequence[str]) -> ToolOutcome | None:
+    """The first required parameter the model left out, told in the words TICKET-031 gives."""
+    for name in names:
+        if not call.arguments.get(name):
+            logger.error("MCP %s retrieval missing %s", operation, name)
+            return ToolOutcome(
+                text=f"{operation.capitalize()} retrieval failed: {name} parameter is required", is_error=True
+            )
+    return None
+
+
+def _failed(operation: str, span: TraceSpan, error: Exception, context: Mapping[str, Any]) -> ToolOutcome:
+    message = _message(error)
+    logger.error(f"MCP {operation} retrieval failed", extra={**context, "error": message})
+    metadata = {"isError": True, "error": message} if operation == "prompt" else None
+    label = f"{operation.capitalize()} retrieval failed"
+    span.end(output=label, level=Level.ERROR, status_message=message, metadata=metadata)
+    return ToolOutcome(text=f"{label}: {message}", is_error=True)
+
+
 class McpPromptRetrieval:
     def __init__(self, get_prompt: GetMcpPrompt) -> None:
         self._get_prompt = get_prompt
 
     async def __call__(self, call: ModelToolCall, tool: Tool, context: ToolContext) -> ToolOutcome:
-        integration_id = call.arguments.get("integrationId")
-        prompt_name = call.arguments.get("promptName")
+        missing = _missing(call, "prompt", ("integrationId", "promptName"))
+        if missing is not None:
+            return missing
+        integration_id, prompt_name = str(call.arguments["integrationId"]), str(call.arguments["promptName"])
         prompt_arguments = call.arguments.get("arguments")
-        if not integration_id:
-            logger.error("MCP prompt retrieval missing integrationId")
-            return ToolOutcome(text="Prompt retrieval failed: integrationId parameter is required", is_error=True)
-        if not prompt_name:
-            logger.error("MCP prompt retrieval missing promptName")
-            return ToolOutcome(text="Prompt retrieval failed: promptName parameter is required", is_error=True)
-        integration_id, prompt_name = str(integration_id), str(prompt_name)
-        logger.info(
-            "Retrieving MCP prompt",
-            extra={
-                "integrationId": integration_id,
-                "promptName": prompt_name,
-                "hasArguments": bool(prompt_arguments),
-            },
-        )
+        about = {"integrationId": integration_id, "promptName": prompt_name}
+        logger.info("Retrieving MCP prompt", extra={**about, "hasArguments": bool(prompt_arguments)})
         span = context.trace.span(
             "mcp_prompt_retrieval",
-            input={"integrationId": integration_id, "promptName": prompt_name, "arguments": prompt_arguments},
-            metadata={
-                "integrationId": integration_id,
-                "promptName": prompt_name,
-                "operationType": "prompt_retrieval",
-            },
+            input={**about, "arguments": prompt_arguments},
+            metadata={**about, "operationType": "prompt_retrieval"},
         )
         try:
             result = await self._get_prompt.execute(
@@ -97,26 +102,8 @@ class McpPromptRetrieval:
                 )
             )
         except Exception as error:
-            message = _message(error)
-            logger.error(
-                "MCP prompt retrieval failed",
-                extra={"integrationId": integration_id, "promptName": prompt_name, "error": message},
-            )
-            span.end(
-                output="Prompt retrieval failed",
-                level=Level.ERROR,
-                status_message=message,
-                metadata={"isError": True, "error": message},
-            )
-            return ToolOutcome(text=f"Prompt retrieval failed: {message}", is_error=True)
-        logger.info(
-            "MCP prompt retrieval succeeded",
-            extra={
-                "integrationId": integration_id,
-                "promptName": prompt_name,
-                "messageCount": len(result.messages),
-            },
-        )
+            return _failed("prompt", span, error, about)
+        logger.info("MCP prompt retrieval succeeded", extra={**about, "messageCount": len(result.messages)})
         formatted = format_prompt_result(result, prompt_name)
         span.end(output=formatted)
         return ToolOutcome(text=formatted)
@@ -127,20 +114,14 @@ class McpResourceRetrieval:
         self._retrieve = retrieve
 
     async def __call__(self, call: ModelToolCall, tool: Tool, context: ToolContext) -> ToolOutcome:
-        integration_id = call.arguments.get("integrationId")
-        uri = call.arguments.get("uri")
-        if not integration_id:
-            logger.error("MCP resource retrieval missing integrationId")
-            return ToolOutcome(text="Resource retrieval failed: integrationId parameter is required", is_error=True)
-        if not uri:
-            logger.error("MCP resource retrieval missing uri")
-            return ToolOutcome(text="Resource retrieval failed: uri parameter is required", is_error=True)
-        integration_id, uri = str(integration_id), str(uri)
-        logger.info("Retrieving MCP resource", extra={"integrationId": integration_id, "uri": uri})
+        missing = _missing(call, "resource", ("integrationId", "uri"))
+        if missing is not None:
+            return missing
+        integration_id, uri = str(call.arguments["integrationId"]), str(call.arguments["uri"])
+        about = {"integrationId": integration_id, "uri": uri}
+        logger.info("Retrieving MCP resource", extra=about)
         span = context.trace.span(
-            "mcp_resource_retrieval",
-            input={"integrationId": integration_id, "uri": uri},
-            metadata={"integrationId": integration_id, "uri": uri, "operationType": "resource_retrieval"},
+            "mcp_resource_retrieval", input=about, metadata={**about, "operationType": "resource_retrieval"}
         )
         try:
             imported = await self._retrieve.execute(
@@ -153,13 +134,7 @@ class McpResourceRetrieval:
                 )
             )
         except Exception as error:
-            message = _message(error)
-            logger.error(
-                "MCP resource retrieval failed",
-                extra={"integrationId": integration_id, "uri": uri, "error": message},
-            )
-            span.end(output="Resource retrieval failed", level=Level.ERROR, status_message=message)
-            return ToolOutcome(text=f"Resource retrieval failed: {message}", is_error=True)
+            return _failed("resource", span, error, about)
         names = ", ".join(
             f"'{s.name}' (source id {s.id}, {s.kind.value}, {s.mime_type or 'unknown type'}, {s.size} bytes)"
             for s in imported.sources
@@ -168,10 +143,7 @@ class McpResourceRetrieval:
             f"Imported resource {uri} from integration {integration_id} into this thread as {names}.\n"
             f"Preview:\n{imported.preview}"
         )
-        logger.info(
-            "MCP resource retrieval succeeded",
-            extra={"integrationId": integration_id, "uri": uri, "sourceCount": len(imported.sources)},
-        )
+        logger.info("MCP resource retrieval succeeded", extra={**about, "sourceCount": len(imported.sources)})
         span.end(output=text, metadata={"sourceIds": [str(s.id) for s in imported.sources]})
         return ToolOutcome(text=text, data={"source_ids": [str(s.id) for s in imported.sources]})
 
