@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from domain.ids import AgentId, MessageId, RunId, ThreadId
 from domain.runs import PendingToolCall, Run, RunError, RunStatus
@@ -46,23 +46,20 @@ class RunChanged:
     def summary(run: Run) -> dict[str, Any]:
         return {"run_id": run.id, "thread_id": run.thread_id, "agent_id": run.agent_id, "status": run.status}
 
+    @classmethod
+    def of(cls, run: Run) -> Self:
+        """The event for the run as it is now (for the events that say nothing more)."""
+        return cls(**cls.summary(run))
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunCreated(RunChanged):
     type = RunEventType.CREATED
 
-    @classmethod
-    def of(cls, run: Run) -> "RunCreated":
-        return cls(**cls.summary(run))
-
 
 @dataclass(frozen=True, kw_only=True)
 class RunInProgress(RunChanged):
     type = RunEventType.IN_PROGRESS
-
-    @classmethod
-    def of(cls, run: Run) -> "RunInProgress":
-        return cls(**cls.summary(run))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,7 +68,7 @@ class RunRequiresAction(RunChanged):
     required_action: tuple[PendingToolCall, ...]
 
     @classmethod
-    def of(cls, run: Run) -> "RunRequiresAction":
+    def of(cls, run: Run) -> Self:
         return cls(**cls.summary(run), required_action=run.required_action)
 
 
@@ -91,10 +88,6 @@ class RunFailed(RunChanged):
 @dataclass(frozen=True, kw_only=True)
 class RunCancelled(RunChanged):
     type = RunEventType.CANCELLED
-
-    @classmethod
-    def of(cls, run: Run) -> "RunCancelled":
-        return cls(**cls.summary(run))
 
 
 @dataclass(frozen=True, kw_only=True)
