@@ -1,20 +1,18 @@
 """The SSRF guard: outbound URLs may not reach private, loopback or link-local addresses unless
 the operator allows those networks explicitly."""
 
-import asyncio
 import ipaddress
-import socket
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from application.errors import UrlNotAllowed
+from infrastructure.outbound.resolver import IpAddress, Resolver, SystemResolver
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
-def _refused(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return _refused(address.ipv4_mapped)
+def _non_public(address: IpAddress) -> bool:
     return (
         address.is_private
         or address.is_loopback
@@ -26,9 +24,32 @@ def _refused(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     )
 
 
+def _embedded_ipv4(address: IpAddress) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 address carries: packets to it end up at those (6to4, Teredo)."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return ()
+    if address.sixtofour is not None:
+        return (address.sixtofour,)
+    if address.teredo is not None:
+        return address.teredo
+    return ()
+
+
+def _stands_for(address: IpAddress) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address is another spelling of (v4-mapped, or NAT64's well-known prefix)."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
 class NetworkPolicy:
-    def __init__(self, allowed_networks: Sequence[str] = ()) -> None:
+    def __init__(self, allowed_networks: Sequence[str] = (), *, resolver: Resolver | None = None) -> None:
         self._allowed: list[IpNetwork] = [ipaddress.ip_network(n, strict=False) for n in allowed_networks]
+        self._resolver: Resolver = resolver or SystemResolver()
 
     async def check_url(self, url: str) -> None:
         parts = urlsplit(url)
@@ -37,24 +58,36 @@ class NetworkPolicy:
         if parts.username or parts.password:
             raise UrlNotAllowed("URLs may not carry credentials; use the integration's auth settings")
         try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
+            _ = parts.port  # raises on a port out of range
         except ValueError:
             raise UrlNotAllowed("the URL's port is not valid") from None
-        for address in await self._resolve(parts.hostname, port):
-            if _refused(address) and not any(address in network for network in self._allowed):
-                raise UrlNotAllowed(
-                    f"{parts.hostname} resolves to {address}, a non-public address; "
-                    "the operator has not allowed that network"
-                )
+        await self.addresses(parts.hostname)
 
-    @staticmethod
-    async def _resolve(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    async def addresses(self, host: str) -> Sequence[IpAddress]:
+        """The host's addresses, resolved once, when every one of them may be reached; connect to these."""
+        for address in (found := await self._resolve(host)):
+            if not self.permits(address):
+                raise UrlNotAllowed(
+                    f"{host} resolves to {address}, a non-public address; the operator has not allowed that network"
+                )
+        return found
+
+    def permits(self, address: IpAddress) -> bool:
+        allowed = any(address in network for network in self._allowed)
+        if (ipv4 := _stands_for(address)) is not None:
+            return allowed or self.permits(ipv4)
+        # An allowed network admits the address, not the IPv4 addresses it carries: those are judged too.
+        return (allowed or not _non_public(address)) and all(self.permits(v4) for v4 in _embedded_ipv4(address))
+
+    async def _resolve(self, host: str) -> Sequence[IpAddress]:
         try:
             return [ipaddress.ip_address(host.strip("[]"))]
         except ValueError:
             pass
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            found = await self._resolver.resolve(host)
         except OSError:
-            raise UrlNotAllowed(f"the host {host!r} cannot be resolved") from None
-        return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+            found = []
+        if not found:
+            raise UrlNotAllowed(f"the host {host!r} cannot be resolved")
+        return found
