@@ -26,6 +26,8 @@ from application.errors import McpConnectionFailed, McpTimeout
 from application.ports.mcp import McpTarget
 from domain.integrations import Transport
 from infrastructure.mcp_client.errors import translate
+from infrastructure.outbound.guard import NetworkPolicy
+from infrastructure.outbound.transport import guarded_httpx2_transport
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,10 +83,12 @@ class _Transport:
         self,
         target: McpTarget,
         stdio: StdioServerParameters | None,
+        outbound: NetworkPolicy,
         on_end: Callable[[], None],
         on_status: Callable[[int], None],
     ) -> None:
-        self._target, self._stdio, self._on_end, self._on_status = target, stdio, on_end, on_status
+        self._target, self._stdio, self._outbound = target, stdio, outbound
+        self._on_end, self._on_status = on_end, on_status
         self._stack = contextlib.AsyncExitStack()
 
     def _http_client(
@@ -97,11 +101,16 @@ class _Transport:
             self._on_status(response.status_code)
 
         connect = self._target.timeout_seconds
+        # Certificate authorities may come from SSL_CERT_FILE / SSL_CERT_DIR; proxies from the environment
+        # may not (trust_env=False): they would carry the integration's requests and credentials past the guard.
+        transport = guarded_httpx2_transport(self._outbound, ssl_context=httpx2.create_ssl_context())
         return httpx2.AsyncClient(
             headers={**(headers or {}), **self._target.headers},
             timeout=timeout or httpx2.Timeout(connect, read=_STREAM_READ_TIMEOUT),
             auth=auth,
             event_hooks={"response": [record]},
+            transport=transport,
+            trust_env=False,
         )
 
     async def __aenter__(self) -> tuple[Any, Any]:
@@ -135,9 +144,12 @@ class _Transport:
 
 
 class McpConnection:
-    def __init__(self, target: McpTarget, stdio: StdioServerParameters | None, on_change: Listener) -> None:
+    def __init__(
+        self, target: McpTarget, stdio: StdioServerParameters | None, outbound: NetworkPolicy, on_change: Listener
+    ) -> None:
         self.target = target
         self._stdio = stdio
+        self._outbound = outbound
         self._on_change = on_change
         self._client: Client | None = None
         self._ready = asyncio.Event()
@@ -180,7 +192,7 @@ class McpConnection:
             raise translate(failure, doing="connecting", auth_refused=self.auth_refused)
 
     async def _serve(self) -> None:
-        transport = _Transport(self.target, self._stdio, self._mark_broken, self._record_status)
+        transport = _Transport(self.target, self._stdio, self._outbound, self._mark_broken, self._record_status)
         try:
             async with Client(
                 transport,

@@ -18,7 +18,6 @@ from application.ports.mcp import (
     McpToolInfo,
     McpToolResult,
 )
-from application.ports.outbound import OutboundPolicy
 from domain.ids import IntegrationId
 from domain.integrations import Transport
 from domain.mcp_prompts import PromptResult
@@ -28,6 +27,7 @@ from infrastructure.mcp_client.connection import McpConnection, opened
 from infrastructure.mcp_client.errors import is_connection_lost, is_generic_http_error, is_session_gone
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
 from infrastructure.mcp_client.pool import McpSessionPool
+from infrastructure.outbound.guard import NetworkPolicy
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -60,7 +60,7 @@ class SdkMcpGateway:
         self,
         *,
         servers: OperatorServerRegistry,
-        outbound: OutboundPolicy,
+        outbound: NetworkPolicy,
         catalog_ttl_seconds: float = 300,
         max_sessions: int = 64,
         idle_seconds: float = 300,
@@ -69,7 +69,9 @@ class SdkMcpGateway:
         self._outbound = outbound
         self._ttl = catalog_ttl_seconds
         self._cache = CatalogCache()
-        self._pool = McpSessionPool(max_sessions=max_sessions, idle_seconds=idle_seconds, on_change=self._changed)
+        self._pool = McpSessionPool(
+            max_sessions=max_sessions, idle_seconds=idle_seconds, on_change=self._changed, outbound=outbound
+        )
         self._subscribers: dict[IntegrationId, list[asyncio.Queue[str]]] = {}
 
     # -- notifications -------------------------------------------------------------------------

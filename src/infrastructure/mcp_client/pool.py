@@ -12,6 +12,7 @@ from application.errors import McpConnectionFailed
 from application.ports.mcp import McpTarget
 from domain.ids import IntegrationId
 from infrastructure.mcp_client.connection import McpConnection
+from infrastructure.outbound.guard import NetworkPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -19,8 +20,11 @@ ChangeListener = Callable[[IntegrationId, str], None]
 
 
 class McpSessionPool:
-    def __init__(self, *, max_sessions: int, idle_seconds: float, on_change: ChangeListener) -> None:
+    def __init__(
+        self, *, max_sessions: int, idle_seconds: float, on_change: ChangeListener, outbound: NetworkPolicy
+    ) -> None:
         self._max = max_sessions
+        self._outbound = outbound
         self._idle_seconds = idle_seconds
         self._on_change = on_change
         self._sessions: dict[IntegrationId, McpConnection] = {}
@@ -37,7 +41,7 @@ class McpSessionPool:
 
     def new_connection(self, target: McpTarget, stdio: StdioServerParameters | None) -> McpConnection:
         integration_id = target.integration_id
-        return McpConnection(target, stdio, lambda kind: self._on_change(integration_id, kind))
+        return McpConnection(target, stdio, self._outbound, lambda kind: self._on_change(integration_id, kind))
 
     async def session(self, target: McpTarget, stdio: StdioServerParameters | None) -> McpConnection:
         """The live session for the target, opening (or reopening) it when needed."""

@@ -8,8 +8,9 @@ import httpx
 
 from application.errors import ToolFailure, UrlNotAllowed
 from application.ports.native_tools import WebPage
-from application.ports.outbound import OutboundPolicy
 from infrastructure.native_tools.html_text import html_to_text
+from infrastructure.outbound.guard import NetworkPolicy
+from infrastructure.outbound.transport import guarded_httpx_transport
 
 MAX_REDIRECTS = 5
 _HTML = frozenset({"text/html", "application/xhtml+xml"})
@@ -24,7 +25,7 @@ _HEADERS = {
 class HttpWebPageReader:
     def __init__(
         self,
-        outbound: OutboundPolicy,
+        outbound: NetworkPolicy,
         *,
         timeout_seconds: float = 15,
         max_bytes: int = 2_000_000,
@@ -34,13 +35,16 @@ class HttpWebPageReader:
         self._timeout_seconds = timeout_seconds
         self._max_bytes = max_bytes
         self._max_chars = max_chars
+        # certifi's certificate authorities, none named by the environment (as before, with trust_env=False).
+        self._ssl_context = httpx.create_ssl_context(trust_env=False)
 
     async def read(self, url: str) -> WebPage:
         current = url
         try:
             async with asyncio.timeout(self._timeout_seconds), self._client() as client:
                 for _ in range(MAX_REDIRECTS + 1):
-                    # Every hop is checked: a public page may redirect to an internal address.
+                    # Every hop is checked here (a public page may redirect to an internal address), and
+                    # again by the transport on the addresses it connects to (the name may answer otherwise).
                     await self._outbound.check_url(current)
                     async with client.stream("GET", current) as response:
                         if response.is_redirect:
@@ -62,7 +66,11 @@ class HttpWebPageReader:
         # trust_env=False: no proxy from the environment (it would resolve names the guard did not
         # check) and no .netrc credentials sent to whatever host a model names.
         return httpx.AsyncClient(
-            follow_redirects=False, timeout=self._timeout_seconds, trust_env=False, headers=_HEADERS
+            transport=guarded_httpx_transport(self._outbound, ssl_context=self._ssl_context),
+            follow_redirects=False,
+            timeout=self._timeout_seconds,
+            trust_env=False,
+            headers=_HEADERS,
         )
 
     async def _page(self, response: httpx.Response, url: str) -> WebPage:

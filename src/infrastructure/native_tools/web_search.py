@@ -11,6 +11,9 @@ from application.ports.native_tools import SearchHit
 
 
 class SearxngWebSearch:
+    """Not behind the outbound guard: the search URL is the operator's own setting (often a private address),
+    and neither tenants nor models choose where its requests go; the pages it finds are read through the guard."""
+
     def __init__(self, base_url: str | None, *, timeout_seconds: float = 15) -> None:
         self._endpoint = None if not base_url else base_url.rstrip("/").removesuffix("/search") + "/search"
         self._timeout_seconds = timeout_seconds
