@@ -175,8 +175,10 @@ def _mcp_server() -> Server[Any]:
 
 
 def _allowed_site(destinations: Destinations) -> ASGIApp:
-    # Like any MCP server protecting itself from rebinding, it answers only to its own name.
-    security = TransportSecuritySettings(allowed_hosts=[f"{NAME}:*"], allowed_origins=[f"http://{NAME}:*"])
+    # Like any MCP server protecting itself from rebinding, it answers only to its own name (and address).
+    security = TransportSecuritySettings(
+        allowed_hosts=[f"{NAME}:*", f"{ALLOWED}:*"], allowed_origins=[f"http://{NAME}:*", f"http://{ALLOWED}:*"]
+    )
     server = _mcp_server()
     sse = SseServerTransport("/messages/", security_settings=security)
 
@@ -313,26 +315,27 @@ async def test_a_redirect_to_a_checked_address_is_followed(
 
 @pytest.mark.parametrize("transport", [Transport.STREAMABLE_HTTP, Transport.SSE])
 async def test_proxies_named_by_the_environment_are_not_used(
-    gateway: SdkMcpGateway,
-    policy: NetworkPolicy,
-    destinations: Destinations,
-    transport: Transport,
-    monkeypatch: pytest.MonkeyPatch,
+    destinations: Destinations, transport: Transport, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     proxy = await ConnectionRecorder().listen(ALLOWED, 0)
     for variable in PROXY_VARIABLES:
         monkeypatch.setenv(variable, f"http://{ALLOWED}:{proxy.port}")
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    target = _target(destinations.url(MCP_PATHS[transport][0]), transport)
+    policy = NetworkPolicy([f"{ALLOWED}/32"])
+    gateway = SdkMcpGateway(servers=OperatorServerRegistry({}), outbound=policy)
+    target = _target(destinations.url(MCP_PATHS[transport][0], host=ALLOWED), transport)
 
-    result = await gateway.call_tool(target, "where", {})
-    page = await HttpWebPageReader(policy, timeout_seconds=5).read(destinations.url("/page"))
+    try:
+        result = await gateway.call_tool(target, "where", {})
+        page = await HttpWebPageReader(policy, timeout_seconds=5).read(destinations.url("/page", host=ALLOWED))
+    finally:
+        await gateway.close()
+        await proxy.close()
 
-    await proxy.close()
+    assert proxy.connections == []
     assert result.parts[0].text == "the allowed server"
     assert page.text == "the allowed page"
-    assert proxy.connections == []
 
 
 # -- the web page reader --------------------------------------------------------------------------
