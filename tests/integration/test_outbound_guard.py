@@ -392,6 +392,16 @@ async def test_a_name_that_does_not_resolve_is_refused(policy: NetworkPolicy) ->
         await policy.check_url("https://missing.test/")
 
 
+async def test_a_dns_server_that_is_not_there_is_a_name_that_cannot_be_resolved() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as vacated:
+        vacated.bind((ALLOWED, 0))
+        port = vacated.getsockname()[1]
+    policy = NetworkPolicy(resolver=NameserverResolver(ALLOWED, port, timeout_seconds=5))
+
+    with pytest.raises(UrlNotAllowed, match="cannot be resolved"):
+        await policy.check_url(f"https://{NAME}/")
+
+
 # -- TLS: the name, not the address ---------------------------------------------------------------
 
 
