@@ -387,6 +387,21 @@ async def test_a_name_with_several_addresses_is_reached_at_the_first_that_accept
     assert page.text == "the allowed page"
 
 
+async def test_a_pooled_connection_is_reused_without_resolving_again(
+    policy: NetworkPolicy, names: RebindingNameServer, destinations: Destinations
+) -> None:
+    clients = (
+        httpx.AsyncClient(transport=guarded_httpx_transport(policy, ssl_context=httpx.create_ssl_context())),
+        httpx2.AsyncClient(transport=guarded_httpx2_transport(policy, ssl_context=httpx2.create_ssl_context())),
+    )
+    for client in clients:
+        async with client:
+            for _ in range(5):
+                assert (await client.get(destinations.url("/page"))).text == "the allowed page"
+
+    assert names.given == [ALLOWED, ALLOWED]  # one lookup per client: its one connection
+
+
 async def test_a_name_that_does_not_resolve_is_refused(policy: NetworkPolicy) -> None:
     with pytest.raises(UrlNotAllowed, match="cannot be resolved"):
         await policy.check_url("https://missing.test/")
