@@ -6,10 +6,12 @@ from uuid import uuid4
 
 from domain.agents import Agent
 from domain.api_keys import ApiKey, Role
-from domain.ids import AgentId, ApiKeyId, IntegrationId, OrgId, RunId, ThreadId
+from domain.ids import AgentId, ApiKeyId, IntegrationId, OrgId, RunId, SourceId, ThreadId
 from domain.integrations import McpIntegration
 from domain.organizations import Organization
+from domain.prompt_templates import PromptTemplate, TemplateMessage
 from domain.runs import Run
+from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin
 from domain.threads import Thread
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -77,3 +79,35 @@ def run(org_id: OrgId, thread_id: ThreadId, agent_id: AgentId, **fields: Any) ->
         "updated_at": NOW,
     }
     return Run(**(defaults | fields))
+
+
+def source(org_id: OrgId, **fields: Any) -> Source:
+    """A text source; give it the thread_id or agent_id it belongs to."""
+    text = fields.get("text", "Some imported text.")
+    defaults: dict[str, Any] = {
+        "id": SourceId(uuid4()),
+        "org_id": org_id,
+        "kind": SourceKind.TEXT,
+        "name": "notes.txt",
+        "origin": SourceOrigin(type="upload"),
+        "mime_type": "text/plain",
+        "size": len(text.encode()) if isinstance(text, str) else 0,
+        "created_by": CreatedBy.USER,
+        "created_at": NOW,
+        "text": text,
+    }
+    return Source(**(defaults | fields))
+
+
+def prompt_template(org_id: OrgId | None, **fields: Any) -> PromptTemplate:
+    """A template of the organization (None: one of the prompts directory) with one user message."""
+    defaults: dict[str, Any] = {
+        "org_id": org_id,
+        "name": "summarize",
+        "description": "Summarize a text",
+        "messages": (TemplateMessage(role="user", content="Summarize {text}"),),
+        "origin": "api" if org_id is not None else "prompts/summarize.yaml",
+        "created_at": NOW,
+        "updated_at": NOW,
+    }
+    return PromptTemplate(**(defaults | fields))

@@ -19,6 +19,7 @@ from application.use_cases.mcp_operations import ExecuteMcpTool, GetMcpPrompt, R
 from domain.agents import Agent
 from domain.api_keys import Role
 from domain.ids import OrgId
+from domain.integrations import McpIntegration
 from domain.organizations import Organization
 from domain.threads import Thread
 from domain.tools import ToolType
@@ -28,6 +29,9 @@ from tests.unit.fakes.ports import (
     Commands,
     FakeGateway,
     FixedClock,
+    KeyHasher,
+    OperatorServers,
+    Outbound,
     PlainSecrets,
     RecordingBus,
     RecordingExecutor,
@@ -36,6 +40,7 @@ from tests.unit.fakes.ports import (
     ScriptedModel,
     Search,
     SequentialIds,
+    TemplateFiles,
     WebPages,
 )
 
@@ -55,6 +60,10 @@ class FakeApp:
     search: Search = field(default_factory=lambda: Search(available=False))
     sandbox: Sandbox = field(default_factory=lambda: Sandbox(available=False))
     web_pages: WebPages = field(default_factory=WebPages)
+    hasher: KeyHasher = field(default_factory=KeyHasher)
+    outbound: Outbound = field(default_factory=Outbound)
+    servers: OperatorServers = field(default_factory=OperatorServers)
+    files: TemplateFiles = field(default_factory=TemplateFiles)
     limits: ToolLimits = field(default_factory=ToolLimits)
     max_delegation_depth: int = 3
     extra_handlers: Mapping[ToolType, ToolHandler] = field(default_factory=dict)
@@ -115,6 +124,13 @@ class FakeApp:
             await uow.agents.add(agent)
             await uow.commit()
         return agent
+
+    async def integration(self, org: Organization, **fields: object) -> McpIntegration:
+        integration = builders.integration(org.id, **fields)
+        async with self.uow as uow:
+            await uow.integrations.add(integration)
+            await uow.commit()
+        return integration
 
     async def thread(self, agent: Agent) -> Thread:
         thread = builders.thread(agent.org_id, agent_id=agent.id)

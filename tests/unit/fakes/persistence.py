@@ -107,6 +107,8 @@ class FakeOrganizations:
         self.table = table
 
     async def add(self, org: Organization) -> None:
+        if self.table.where(lambda o: o.slug == org.slug):
+            raise SlugTaken(f"an organization with slug {org.slug!r} already exists")
         self.table.put(org.id, org)
 
     async def get(self, org_id: OrgId) -> Organization | None:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from application.errors import ModelError, UrlNotAllowed
+from application.errors import ModelError, ToolFailure, UrlNotAllowed
 from application.ports.llm import ModelRequest, ModelResponse, ModelToolCall, TextListener
 from application.ports.mcp import (
     McpPromptInfo,
@@ -285,7 +285,8 @@ class RecordingExecutor:
 
 
 class FakeGateway:
-    """An MCP server's catalogs and answers, without a server; `failure` is raised by every call."""
+    """An MCP server's catalogs and answers, without a server; `failure` is raised by every call, and
+    `failing` raises its error only from the operations it names (e.g. "list_resources")."""
 
     def __init__(
         self,
@@ -299,55 +300,59 @@ class FakeGateway:
         result: McpToolResult | None = None,
         server: McpServerInfo | None = None,
         failure: Exception | None = None,
+        failing: Mapping[str, Exception] | None = None,
     ) -> None:
         self.tools, self.prompts, self.resources, self.templates = list(tools), list(prompts), resources, templates
         self.prompt, self.contents, self.result, self.server = prompt, contents, result, server
         self.failure = failure
+        self.failing = dict(failing or {})
         self.prompt_requests: list[tuple[str, dict[str, str]]] = []
         self.tool_calls: list[tuple[str, dict[str, Any]]] = []
         self.reads: list[str] = []
         self.forgotten: list[IntegrationId] = []
         self.targets: list[McpTarget] = []
 
-    def _use(self, target: McpTarget) -> None:
+    def _use(self, target: McpTarget, operation: str) -> None:
         self.targets.append(target)
         if self.failure is not None:
             raise self.failure
+        if operation in self.failing:
+            raise self.failing[operation]
 
     async def probe(self, target: McpTarget) -> McpServerInfo:
-        self._use(target)
+        self._use(target, "probe")
         assert self.server is not None
         return self.server
 
     async def list_tools(self, target: McpTarget) -> Sequence[McpToolInfo]:
-        self._use(target)
+        self._use(target, "list_tools")
         return self.tools
 
     async def list_resources(self, target: McpTarget) -> Sequence[McpResourceInfo]:
-        self._use(target)
+        self._use(target, "list_resources")
         return self.resources
 
     async def list_resource_templates(self, target: McpTarget) -> Sequence[McpResourceTemplateInfo]:
-        self._use(target)
+        self._use(target, "list_resource_templates")
         return self.templates
 
     async def list_prompts(self, target: McpTarget) -> Sequence[McpPromptInfo]:
-        self._use(target)
+        self._use(target, "list_prompts")
         return self.prompts
 
     async def call_tool(self, target: McpTarget, name: str, arguments: Mapping[str, Any]) -> McpToolResult:
-        self._use(target)
+        self._use(target, "call_tool")
         self.tool_calls.append((name, dict(arguments)))
         assert self.result is not None
         return self.result
 
     async def read_resource(self, target: McpTarget, uri: str) -> Sequence[McpResourceContent]:
-        self._use(target)
+        self._use(target, "read_resource")
         self.reads.append(uri)
         return self.contents
 
     async def get_prompt(self, target: McpTarget, name: str, arguments: Mapping[str, str]) -> PromptResult:
-        self._use(target)
+        self._use(target, "get_prompt")
         self.prompt_requests.append((name, dict(arguments)))
         assert self.prompt is not None
         return self.prompt
@@ -394,6 +399,8 @@ class OperatorServers:
 
 
 class Commands:
+    """The operator's commands; each run answers `output`. A name it does not define is a ToolFailure."""
+
     def __init__(self, *specs: CommandSpec, output: ProcessOutput | None = None) -> None:
         self.specs = list(specs)
         self.output = output or ProcessOutput(output="done", exit_code=0)
@@ -403,19 +410,27 @@ class Commands:
         return self.specs
 
     async def run(self, name: str, arguments: Sequence[str]) -> ProcessOutput:
+        if not any(spec.name == name for spec in self.specs):
+            raise ToolFailure(f"no command named {name!r}")
         self.runs.append((name, list(arguments)))
         return self.output
 
 
 class Search:
-    def __init__(self, *hits: SearchHit, available: bool = True) -> None:
-        self.hits, self._available = list(hits), available
+    """A search provider that finds `hits` for any query, or fails with `failure`."""
+
+    def __init__(self, *hits: SearchHit, available: bool = True, failure: ToolFailure | None = None) -> None:
+        self.hits, self._available, self.failure = list(hits), available, failure
+        self.queries: list[str] = []
 
     @property
     def available(self) -> bool:
         return self._available
 
     async def search(self, query: str, *, limit: int = 5) -> Sequence[SearchHit]:
+        self.queries.append(query)
+        if self.failure is not None:
+            raise self.failure
         return self.hits[:limit]
 
 
@@ -423,20 +438,26 @@ class Sandbox:
     def __init__(self, *, available: bool = True, output: ProcessOutput | None = None) -> None:
         self._available = available
         self.output = output or ProcessOutput(output="42", exit_code=0)
+        self.programs: list[str] = []
 
     @property
     def available(self) -> bool:
         return self._available
 
     async def run_python(self, code: str) -> ProcessOutput:
+        self.programs.append(code)
         return self.output
 
 
 class WebPages:
+    """The web as a few pages; any other URL cannot be fetched (a ToolFailure, as the port says)."""
+
     def __init__(self, pages: Mapping[str, WebPage] | None = None) -> None:
         self.pages = dict(pages or {})
 
     async def read(self, url: str) -> WebPage:
+        if url not in self.pages:
+            raise ToolFailure(f"{url} could not be fetched")
         return self.pages[url]
 
 
