@@ -22,7 +22,7 @@ async def create_agent(
     caller: CallerDep,
     use_case: Annotated[CreateAgent, Depends(Provide[Container.create_agent])],
 ) -> AgentOut:
-    return AgentOut.of(await use_case.execute(body.to_command(caller)))
+    return AgentOut.model_validate(await use_case.execute(body.to_command(caller)))
 
 
 @router.get("", response_model=PageOut[AgentOut])
@@ -33,7 +33,7 @@ async def list_agents(
     use_case: Annotated[ListAgents, Depends(Provide[Container.list_agents])],
 ) -> PageOut[AgentOut]:
     result = await use_case.execute(caller, page)
-    return PageOut(data=[AgentOut.of(a) for a in result.items], next_cursor=result.next_cursor)
+    return PageOut[AgentOut].model_validate(result)
 
 
 @router.get("/{agent_id}", response_model=AgentOut)
@@ -43,7 +43,7 @@ async def get_agent(
     caller: CallerDep,
     use_case: Annotated[GetAgent, Depends(Provide[Container.get_agent])],
 ) -> AgentOut:
-    return AgentOut.of(await use_case.execute(caller, AgentId(agent_id)))
+    return AgentOut.model_validate(await use_case.execute(caller, AgentId(agent_id)))
 
 
 @router.patch("/{agent_id}", response_model=AgentOut, summary="Change the fields sent, keep the others")
@@ -54,7 +54,7 @@ async def update_agent(
     caller: CallerDep,
     use_case: Annotated[UpdateAgent, Depends(Provide[Container.update_agent])],
 ) -> AgentOut:
-    return AgentOut.of(await use_case.execute(body.to_command(caller, agent_id)))
+    return AgentOut.model_validate(await use_case.execute(body.to_command(caller, agent_id)))
 
 
 @router.delete("/{agent_id}", status_code=204, response_class=Response)

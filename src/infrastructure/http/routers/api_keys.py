@@ -38,7 +38,7 @@ async def list_api_keys(
     use_case: Annotated[ListApiKeys, Depends(Provide[Container.list_api_keys])],
 ) -> PageOut[ApiKeyOut]:
     result = await use_case.execute(caller, page)
-    return PageOut(data=[ApiKeyOut.of(k) for k in result.items], next_cursor=result.next_cursor)
+    return PageOut[ApiKeyOut].model_validate(result)
 
 
 @router.post("/{key_id}/revoke", response_model=ApiKeyOut, summary="Revoke a key (admin)")
@@ -48,4 +48,4 @@ async def revoke_api_key(
     caller: CallerDep,
     use_case: Annotated[RevokeApiKey, Depends(Provide[Container.revoke_api_key])],
 ) -> ApiKeyOut:
-    return ApiKeyOut.of(await use_case.execute(caller, ApiKeyId(key_id)))
+    return ApiKeyOut.model_validate(await use_case.execute(caller, ApiKeyId(key_id)))

@@ -64,7 +64,7 @@ async def create_integration(
     caller: CallerDep,
     use_case: Annotated[CreateMcpIntegration, Depends(Provide[Container.create_mcp_integration])],
 ) -> IntegrationOut:
-    return IntegrationOut.of(await use_case.execute(body.to_command(caller)))
+    return IntegrationOut.model_validate(await use_case.execute(body.to_command(caller)))
 
 
 @router.get("", response_model=PageOut[IntegrationOut])
@@ -75,7 +75,7 @@ async def list_integrations(
     use_case: Annotated[ListMcpIntegrations, Depends(Provide[Container.list_mcp_integrations])],
 ) -> PageOut[IntegrationOut]:
     result = await use_case.execute(caller, page)
-    return PageOut(data=[IntegrationOut.of(i) for i in result.items], next_cursor=result.next_cursor)
+    return PageOut[IntegrationOut].model_validate(result)
 
 
 @router.get("/{integration_id}", response_model=IntegrationOut)
@@ -85,7 +85,7 @@ async def get_integration(
     caller: CallerDep,
     use_case: Annotated[GetMcpIntegration, Depends(Provide[Container.get_mcp_integration])],
 ) -> IntegrationOut:
-    return IntegrationOut.of(await use_case.execute(caller, IntegrationId(integration_id)))
+    return IntegrationOut.model_validate(await use_case.execute(caller, IntegrationId(integration_id)))
 
 
 @router.patch("/{integration_id}", response_model=IntegrationOut, summary="Change an integration (admin)")
@@ -96,7 +96,7 @@ async def update_integration(
     caller: CallerDep,
     use_case: Annotated[UpdateMcpIntegration, Depends(Provide[Container.update_mcp_integration])],
 ) -> IntegrationOut:
-    return IntegrationOut.of(await use_case.execute(body.to_command(caller, integration_id)))
+    return IntegrationOut.model_validate(await use_case.execute(body.to_command(caller, integration_id)))
 
 
 @router.post("/{integration_id}/enable", response_model=IntegrationOut, summary="Enable (admin)")
@@ -109,7 +109,7 @@ async def enable_integration(
     command = UpdateMcpIntegrationCommand(
         caller=caller, integration_id=IntegrationId(integration_id), changes=IntegrationChanges(enabled=True)
     )
-    return IntegrationOut.of(await use_case.execute(command))
+    return IntegrationOut.model_validate(await use_case.execute(command))
 
 
 @router.post("/{integration_id}/disable", response_model=IntegrationOut, summary="Disable (admin)")
@@ -122,7 +122,7 @@ async def disable_integration(
     command = UpdateMcpIntegrationCommand(
         caller=caller, integration_id=IntegrationId(integration_id), changes=IntegrationChanges(enabled=False)
     )
-    return IntegrationOut.of(await use_case.execute(command))
+    return IntegrationOut.model_validate(await use_case.execute(command))
 
 
 @router.delete("/{integration_id}", status_code=204, response_class=Response, summary="Delete (admin)")
@@ -153,7 +153,7 @@ async def list_tools(
     caller: CallerDep,
     use_case: Annotated[ListMcpTools, Depends(Provide[Container.list_mcp_tools])],
 ) -> CatalogOut[ToolOut]:
-    return CatalogOut(data=[ToolOut.of(t) for t in await use_case.execute(caller, IntegrationId(integration_id))])
+    return CatalogOut[ToolOut].model_validate({"data": await use_case.execute(caller, IntegrationId(integration_id))})
 
 
 @router.get("/{integration_id}/resources", response_model=CatalogOut[ResourceOut])
@@ -164,7 +164,7 @@ async def list_resources(
     use_case: Annotated[ListMcpResources, Depends(Provide[Container.list_mcp_resources])],
 ) -> CatalogOut[ResourceOut]:
     items = await use_case.execute(caller, IntegrationId(integration_id))
-    return CatalogOut(data=[ResourceOut.of(r) for r in items])
+    return CatalogOut[ResourceOut].model_validate({"data": items})
 
 
 @router.get("/{integration_id}/resource-templates", response_model=CatalogOut[ResourceTemplateOut])
@@ -175,7 +175,7 @@ async def list_resource_templates(
     use_case: Annotated[ListMcpResourceTemplates, Depends(Provide[Container.list_mcp_resource_templates])],
 ) -> CatalogOut[ResourceTemplateOut]:
     items = await use_case.execute(caller, IntegrationId(integration_id))
-    return CatalogOut(data=[ResourceTemplateOut.of(t) for t in items])
+    return CatalogOut[ResourceTemplateOut].model_validate({"data": items})
 
 
 @router.get("/{integration_id}/prompts", response_model=CatalogOut[PromptOut])
@@ -185,7 +185,7 @@ async def list_prompts(
     caller: CallerDep,
     use_case: Annotated[ListMcpPrompts, Depends(Provide[Container.list_mcp_prompts])],
 ) -> CatalogOut[PromptOut]:
-    return CatalogOut(data=[PromptOut.of(p) for p in await use_case.execute(caller, IntegrationId(integration_id))])
+    return CatalogOut[PromptOut].model_validate({"data": await use_case.execute(caller, IntegrationId(integration_id))})
 
 
 @router.post("/{integration_id}/tools/{tool_name}/call", response_model=ToolCallOut, summary="Call a tool")
@@ -203,7 +203,7 @@ async def call_tool(
         tool_name=tool_name,
         arguments=body.arguments,
     )
-    return ToolCallOut.of(await use_case.execute(command))
+    return ToolCallOut.model_validate(await use_case.execute(command))
 
 
 @router.post(
@@ -226,9 +226,9 @@ async def read_resource(
             uri=body.uri,
             thread_id=ThreadId(body.thread_id),
         )
-        return ImportedResourceOut.of(await retrieve.execute(command))
+        return ImportedResourceOut.model_validate(await retrieve.execute(command))
     query = ReadMcpResourceQuery(org_id=caller.org_id, integration_id=IntegrationId(integration_id), uri=body.uri)
-    return CatalogOut(data=[ResourceContentOut.of(c) for c in await read.execute(query)])
+    return CatalogOut[ResourceContentOut].model_validate({"data": await read.execute(query)})
 
 
 @router.post("/{integration_id}/prompts/{prompt_name}/get", response_model=PromptResultOut, summary="Get a prompt")
@@ -246,4 +246,4 @@ async def get_prompt(
         prompt_name=prompt_name,
         arguments=body.arguments,
     )
-    return PromptResultOut.of(await use_case.execute(query))
+    return PromptResultOut.model_validate(await use_case.execute(query))

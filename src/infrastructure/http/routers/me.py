@@ -14,4 +14,4 @@ router = APIRouter(prefix="/v1", tags=["organization"])
 @router.get("/me", response_model=MeOut, summary="The caller's organization and role")
 @inject
 async def get_me(caller: CallerDep, use_case: Annotated[GetMe, Depends(Provide[Container.get_me])]) -> MeOut:
-    return MeOut.of(await use_case.execute(caller))
+    return MeOut.model_validate(await use_case.execute(caller))

@@ -89,4 +89,5 @@ async def render_template(
     caller: CallerDep,
     use_case: Annotated[RenderPromptTemplate, Depends(Provide[Container.render_prompt_template])],
 ) -> RenderOut:
-    return RenderOut.of(await use_case.execute(RenderCommand(caller=caller, name=name, arguments=body.arguments)))
+    messages = await use_case.execute(RenderCommand(caller=caller, name=name, arguments=body.arguments))
+    return RenderOut.model_validate({"messages": messages})

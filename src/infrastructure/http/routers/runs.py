@@ -69,7 +69,7 @@ async def create_run(
         return await _event_stream(follow, caller, created.run.id, status_code=201 if created.created else 200)
     if not created.created:
         response.status_code = 200
-    return RunOut.of(created.run)
+    return RunOut.model_validate(created.run)
 
 
 @router.get("/threads/{thread_id}/runs", response_model=PageOut[RunOut], summary="The thread's runs")
@@ -81,7 +81,7 @@ async def list_thread_runs(
     use_case: Annotated[ListRuns, Depends(Provide[Container.list_runs])],
 ) -> PageOut[RunOut]:
     result = await use_case.execute(caller, page, RunFilter(thread_id=ThreadId(thread_id)))
-    return PageOut(data=[RunOut.of(r) for r in result.items], next_cursor=result.next_cursor)
+    return PageOut[RunOut].model_validate(result)
 
 
 @router.get("/runs", response_model=PageOut[RunOut], summary="The organization's runs")
@@ -100,7 +100,7 @@ async def list_runs(
         status=status,
     )
     result = await use_case.execute(caller, page, filters)
-    return PageOut(data=[RunOut.of(r) for r in result.items], next_cursor=result.next_cursor)
+    return PageOut[RunOut].model_validate(result)
 
 
 @router.get("/runs/{run_id}", response_model=RunOut)
@@ -110,7 +110,7 @@ async def get_run(
     caller: CallerDep,
     use_case: Annotated[GetRun, Depends(Provide[Container.get_run])],
 ) -> RunOut:
-    return RunOut.of(await use_case.execute(caller, RunId(run_id)))
+    return RunOut.model_validate(await use_case.execute(caller, RunId(run_id)))
 
 
 @router.get(
@@ -137,7 +137,7 @@ async def cancel_run(
     caller: CallerDep,
     use_case: Annotated[CancelRun, Depends(Provide[Container.cancel_run])],
 ) -> RunOut:
-    return RunOut.of(await use_case.execute(caller, RunId(run_id)))
+    return RunOut.model_validate(await use_case.execute(caller, RunId(run_id)))
 
 
 @router.post(
@@ -157,4 +157,4 @@ async def submit_tool_results(
     run = await use_case.execute(body.to_command(caller, run_id))
     if body.stream:
         return await _event_stream(follow, caller, run.id)
-    return RunOut.of(run)
+    return RunOut.model_validate(run)

@@ -24,7 +24,7 @@ async def list_thread_sources(
     use_case: Annotated[ListSources, Depends(Provide[Container.list_sources])],
 ) -> PageOut[SourceSummaryOut]:
     result = await use_case.execute(caller, page, thread_id=ThreadId(thread_id))
-    return PageOut(data=[SourceSummaryOut.of(s) for s in result.items], next_cursor=result.next_cursor)
+    return PageOut[SourceSummaryOut].model_validate(result)
 
 
 @router.get("/agents/{agent_id}/sources", response_model=PageOut[SourceSummaryOut])
@@ -36,7 +36,7 @@ async def list_agent_sources(
     use_case: Annotated[ListSources, Depends(Provide[Container.list_sources])],
 ) -> PageOut[SourceSummaryOut]:
     result = await use_case.execute(caller, page, agent_id=AgentId(agent_id))
-    return PageOut(data=[SourceSummaryOut.of(s) for s in result.items], next_cursor=result.next_cursor)
+    return PageOut[SourceSummaryOut].model_validate(result)
 
 
 @router.get("/sources/{source_id}", response_model=SourceOut, summary="A source with its text or table content")
@@ -46,7 +46,7 @@ async def get_source(
     caller: CallerDep,
     use_case: Annotated[GetSource, Depends(Provide[Container.get_source])],
 ) -> SourceOut:
-    return SourceOut.full(await use_case.execute(caller, SourceId(source_id)))
+    return SourceOut.model_validate(await use_case.execute(caller, SourceId(source_id)))
 
 
 @router.get("/sources/{source_id}/content", summary="Download a source's content with its mime type")

@@ -30,7 +30,7 @@ async def create_thread(
     caller: CallerDep,
     use_case: Annotated[CreateThread, Depends(Provide[Container.create_thread])],
 ) -> ThreadOut:
-    return ThreadOut.of(await use_case.execute(body.to_command(caller)))
+    return ThreadOut.model_validate(await use_case.execute(body.to_command(caller)))
 
 
 @router.get("", response_model=PageOut[ThreadOut])
@@ -42,7 +42,7 @@ async def list_threads(
     agent_id: Annotated[UUID | None, Query(description="Only threads bound to this agent")] = None,
 ) -> PageOut[ThreadOut]:
     result = await use_case.execute(caller, page, AgentId(agent_id) if agent_id else None)
-    return PageOut(data=[ThreadOut.of(t) for t in result.items], next_cursor=result.next_cursor)
+    return PageOut[ThreadOut].model_validate(result)
 
 
 @router.get("/{thread_id}", response_model=ThreadOut)
@@ -52,7 +52,7 @@ async def get_thread(
     caller: CallerDep,
     use_case: Annotated[GetThread, Depends(Provide[Container.get_thread])],
 ) -> ThreadOut:
-    return ThreadOut.of(await use_case.execute(caller, ThreadId(thread_id)))
+    return ThreadOut.model_validate(await use_case.execute(caller, ThreadId(thread_id)))
 
 
 @router.delete("/{thread_id}", status_code=204, response_class=Response, summary="Delete a thread and its messages")
@@ -75,7 +75,7 @@ async def append_message(
     use_case: Annotated[AppendUserMessage, Depends(Provide[Container.append_user_message])],
 ) -> MessageOut:
     command = AppendUserMessageCommand(caller=caller, thread_id=ThreadId(thread_id), content=body.parts())
-    return MessageOut.of(await use_case.execute(command))
+    return MessageOut.model_validate(await use_case.execute(command))
 
 
 @router.get("/{thread_id}/messages", response_model=PageOut[MessageOut], summary="Messages in the order appended")
@@ -87,4 +87,4 @@ async def list_messages(
     use_case: Annotated[ListMessages, Depends(Provide[Container.list_messages])],
 ) -> PageOut[MessageOut]:
     result = await use_case.execute(caller, ThreadId(thread_id), page)
-    return PageOut(data=[MessageOut.of(m) for m in result.items], next_cursor=result.next_cursor)
+    return PageOut[MessageOut].model_validate(result)

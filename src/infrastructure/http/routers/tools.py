@@ -17,4 +17,4 @@ async def list_tools(
     _caller: CallerDep,
     use_case: Annotated[ListNativeTools, Depends(Provide[Container.list_native_tools])],
 ) -> list[NativeToolOut]:
-    return [NativeToolOut.of(spec) for spec in await use_case.execute()]
+    return [NativeToolOut.model_validate(spec) for spec in await use_case.execute()]

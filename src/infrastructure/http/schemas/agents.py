@@ -2,7 +2,7 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, StringConstraints
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StringConstraints, field_validator
 
 from application.caller import Caller
 from application.use_cases.agents import CreateAgentCommand, UpdateAgentCommand
@@ -14,7 +14,6 @@ from domain.agents import (
     DEFAULT_MAX_STEPS,
     LINKS_MAX,
     MAX_STEPS_LIMIT,
-    Agent,
     AgentChanges,
     ModelSettings,
 )
@@ -22,7 +21,7 @@ from domain.ids import AgentId, IntegrationId
 from domain.native_tools import ToolRef
 from domain.text import SLUG_MAX
 from domain.tools import ToolType
-from infrastructure.http.schemas.common import PatchModel, RequestModel
+from infrastructure.http.schemas.common import PatchModel, RequestModel, ResponseModel
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=AGENT_NAME_MAX, strict=True)]
 Slug = Annotated[str, StringConstraints(min_length=1, max_length=SLUG_MAX, pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
@@ -53,7 +52,7 @@ class ToolRefIn(RequestModel):
         return ToolRef(type=self.type, config=self.config)
 
 
-class ToolRefOut(BaseModel):
+class ToolRefOut(ResponseModel):
     type: ToolType
     config: dict[str, Any]
 
@@ -115,14 +114,14 @@ class AgentUpdate(_AgentFields, PatchModel):
         return UpdateAgentCommand(caller=caller, agent_id=AgentId(agent_id), changes=AgentChanges(**self._common()))
 
 
-class AgentOut(BaseModel):
+class AgentOut(ResponseModel):
     id: UUID
     name: str
     slug: str
     description: str
     instructions: str
     model: str
-    model_settings: dict[str, Any]
+    model_settings: dict[str, Any] = Field(description="Only the settings that are set")
     tools: list[ToolRefOut]
     mcp_integration_ids: list[UUID]
     sub_agent_ids: list[UUID]
@@ -132,22 +131,7 @@ class AgentOut(BaseModel):
     created_at: datetime
     updated_at: datetime
 
+    @field_validator("model_settings", mode="before")
     @classmethod
-    def of(cls, agent: Agent) -> "AgentOut":
-        return cls(
-            id=agent.id,
-            name=agent.name,
-            slug=agent.slug,
-            description=agent.description,
-            instructions=agent.instructions,
-            model=agent.model,
-            model_settings=agent.model_settings.as_dict(),
-            tools=[ToolRefOut(type=t.type, config=dict(t.config)) for t in agent.tools],
-            mcp_integration_ids=list(agent.mcp_integration_ids),
-            sub_agent_ids=list(agent.sub_agent_ids),
-            max_steps=agent.max_steps,
-            parallel_tool_calls=agent.parallel_tool_calls,
-            publish_as_mcp=agent.publish_as_mcp,
-            created_at=agent.created_at,
-            updated_at=agent.updated_at,
-        )
+    def _settings_set(cls, settings: ModelSettings | dict[str, Any]) -> dict[str, Any]:
+        return settings.as_dict() if isinstance(settings, ModelSettings) else settings

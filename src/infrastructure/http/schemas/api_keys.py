@@ -2,12 +2,12 @@ from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
 from application.caller import Caller
 from application.use_cases.api_keys import CreateApiKeyCommand, IssuedApiKey
-from domain.api_keys import API_KEY_NAME_MAX, ApiKey, Role
-from infrastructure.http.schemas.common import RequestModel
+from domain.api_keys import API_KEY_NAME_MAX, Role
+from infrastructure.http.schemas.common import RequestModel, ResponseModel
 
 
 class ApiKeyCreate(RequestModel):
@@ -18,7 +18,7 @@ class ApiKeyCreate(RequestModel):
         return CreateApiKeyCommand(caller=caller, name=self.name, role=self.role)
 
 
-class ApiKeyOut(BaseModel):
+class ApiKeyOut(ResponseModel):
     id: UUID
     name: str
     role: Role
@@ -27,22 +27,11 @@ class ApiKeyOut(BaseModel):
     revoked_at: datetime | None
     last_used_at: datetime | None
 
-    @classmethod
-    def of(cls, key: ApiKey) -> "ApiKeyOut":
-        return cls(
-            id=key.id,
-            name=key.name,
-            role=key.role,
-            prefix=key.prefix,
-            created_at=key.created_at,
-            revoked_at=key.revoked_at,
-            last_used_at=key.last_used_at,
-        )
-
 
 class IssuedApiKeyOut(ApiKeyOut):
     key: str = Field(description="The secret API key. Shown only in this response: store it now")
 
     @classmethod
     def issued(cls, issued: IssuedApiKey) -> "IssuedApiKeyOut":
-        return cls(**ApiKeyOut.of(issued.api_key).model_dump(), key=issued.plaintext)
+        # The key's fields and its one-time secret come from two objects.
+        return cls(**ApiKeyOut.model_validate(issued.api_key).model_dump(), key=issued.plaintext)

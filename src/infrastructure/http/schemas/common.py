@@ -1,7 +1,7 @@
 from typing import Annotated, Generic, Self, TypeVar
 
 from fastapi import Query
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from application.pagination import DEFAULT_LIMIT, MAX_LIMIT, PageRequest
 
@@ -25,8 +25,16 @@ class PatchModel(RequestModel):
         return self
 
 
-class PageOut(BaseModel, Generic[T]):
-    data: list[T]
+class ResponseModel(BaseModel):
+    """Bodies we answer: read from the attributes of entities and results (`model_validate(entity)`)."""
+
+    model_config = ConfigDict(
+        from_attributes=True, validate_by_name=True, json_schema_serialization_defaults_required=True
+    )
+
+
+class PageOut(ResponseModel, Generic[T]):
+    data: list[T] = Field(validation_alias=AliasChoices("data", "items"))
     next_cursor: str | None = Field(description="Pass as `cursor` to get the next page; null on the last page")
 
 

@@ -3,25 +3,23 @@ from datetime import datetime
 from typing import Annotated, Any, Generic, TypeVar
 from uuid import UUID
 
-from pydantic import BaseModel, Field, StrictBool, StrictInt, StringConstraints, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    StrictBool,
+    StrictInt,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from application.caller import Caller
-from application.ports.mcp import (
-    McpContentPart,
-    McpPromptInfo,
-    McpResourceContent,
-    McpResourceInfo,
-    McpResourceTemplateInfo,
-    McpServerInfo,
-    McpToolInfo,
-)
 from application.use_cases.integrations import (
     CREDENTIALS_MAX,
     ConnectionTest,
     CreateMcpIntegrationCommand,
     UpdateMcpIntegrationCommand,
 )
-from application.use_cases.mcp_operations import McpToolOutcome
 from domain.ids import IntegrationId
 from domain.integrations import (
     INTEGRATION_NAME_MAX,
@@ -33,13 +31,12 @@ from domain.integrations import (
     ConnectionStatus,
     FilterMode,
     IntegrationChanges,
-    McpIntegration,
+    SealedSecret,
     ToolFilter,
     Transport,
 )
-from domain.mcp_prompts import PromptResult
 from infrastructure.http.errors import status_of
-from infrastructure.http.schemas.common import PatchModel, RequestModel
+from infrastructure.http.schemas.common import PatchModel, RequestModel, ResponseModel
 
 T = TypeVar("T")
 Name = Annotated[str, StringConstraints(min_length=1, max_length=INTEGRATION_NAME_MAX, strict=True)]
@@ -136,17 +133,17 @@ class IntegrationUpdate(PatchModel):
         )
 
 
-class CredentialsOut(BaseModel):
+class CredentialsOut(ResponseModel):
     set: bool
     last4: str | None = Field(description="Last four characters, for long enough credentials only")
 
 
-class ToolFilterOut(BaseModel):
+class ToolFilterOut(ResponseModel):
     mode: FilterMode
     names: list[str]
 
 
-class IntegrationOut(BaseModel):
+class IntegrationOut(ResponseModel):
     id: UUID
     name: str
     slug: str
@@ -165,33 +162,16 @@ class IntegrationOut(BaseModel):
     created_at: datetime
     updated_at: datetime
 
+    @field_validator("credentials", mode="before")
     @classmethod
-    def of(cls, integration: McpIntegration) -> "IntegrationOut":
-        credentials = integration.credentials
-        return cls(
-            id=integration.id,
-            name=integration.name,
-            slug=integration.slug,
-            transport=integration.transport,
-            url=integration.url,
-            server=integration.server,
-            auth_type=integration.auth_type,
-            auth_header_name=integration.auth_header_name,
-            credentials=CredentialsOut(
-                set=credentials is not None, last4=(credentials.last4 or None) if credentials else None
-            ),
-            tool_filter=ToolFilterOut(mode=integration.tool_filter.mode, names=list(integration.tool_filter.names)),
-            timeout_seconds=integration.timeout_seconds,
-            enabled=integration.enabled,
-            connection_status=integration.connection_status,
-            last_error=integration.last_error,
-            last_checked_at=integration.last_checked_at,
-            created_at=integration.created_at,
-            updated_at=integration.updated_at,
-        )
+    def _never_the_secret(cls, sealed: SealedSecret | dict[str, Any] | None) -> dict[str, Any]:
+        if isinstance(sealed, dict):
+            return sealed
+        # Whether a credential is stored and its last four characters; the ciphertext stays here.
+        return {"set": sealed is not None, "last4": (sealed.last4 or None) if sealed else None}
 
 
-class ServerInfoOut(BaseModel):
+class ServerInfoOut(ResponseModel):
     name: str | None
     version: str | None
     protocol_version: str
@@ -201,18 +181,14 @@ class ServerInfoOut(BaseModel):
     resource_templates: int
     prompts: int
 
-    @classmethod
-    def of(cls, info: McpServerInfo) -> "ServerInfoOut":
-        return cls(**info.__dict__ | {"capabilities": dict(info.capabilities)})
 
-
-class ErrorOut(BaseModel):
+class ErrorOut(ResponseModel):
     error: str
     detail: str
     status: int
 
 
-class ConnectionTestOut(BaseModel):
+class ConnectionTestOut(ResponseModel):
     ok: bool
     connection_status: ConnectionStatus
     checked_at: datetime | None
@@ -221,76 +197,52 @@ class ConnectionTestOut(BaseModel):
 
     @classmethod
     def of(cls, test: ConnectionTest) -> "ConnectionTestOut":
+        # Flattens the integration's status and names the error with its HTTP status.
         error = test.error
         return cls(
             ok=error is None,
             connection_status=test.integration.connection_status,
             checked_at=test.integration.last_checked_at,
-            server=ServerInfoOut.of(test.server) if test.server else None,
+            server=ServerInfoOut.model_validate(test.server) if test.server else None,
             error=ErrorOut(error=type(error).__name__, detail=error.detail, status=status_of(error)) if error else None,
         )
 
 
-class ToolOut(BaseModel):
+class ToolOut(ResponseModel):
     name: str
     title: str | None
     description: str
     input_schema: dict[str, Any]
 
-    @classmethod
-    def of(cls, tool: McpToolInfo) -> "ToolOut":
-        return cls(
-            name=tool.name,
-            title=tool.title,
-            description=tool.description,
-            input_schema=dict(tool.input_schema),
-        )
 
-
-class ResourceOut(BaseModel):
+class ResourceOut(ResponseModel):
     uri: str
     name: str
     description: str | None
     mime_type: str | None
     size: int | None
 
-    @classmethod
-    def of(cls, resource: McpResourceInfo) -> "ResourceOut":
-        return cls(**resource.__dict__)
 
-
-class ResourceTemplateOut(BaseModel):
+class ResourceTemplateOut(ResponseModel):
     uri_template: str
     name: str
     description: str | None
     mime_type: str | None
 
-    @classmethod
-    def of(cls, template: McpResourceTemplateInfo) -> "ResourceTemplateOut":
-        return cls(**template.__dict__)
 
-
-class PromptArgumentOut(BaseModel):
+class PromptArgumentOut(ResponseModel):
     name: str
     description: str | None
     required: bool
 
 
-class PromptOut(BaseModel):
+class PromptOut(ResponseModel):
     name: str
     description: str | None
     arguments: list[PromptArgumentOut]
 
-    @classmethod
-    def of(cls, prompt: McpPromptInfo) -> "PromptOut":
-        return cls(
-            name=prompt.name,
-            description=prompt.description,
-            arguments=[PromptArgumentOut(**a.__dict__) for a in prompt.arguments],
-        )
 
-
-class CatalogOut(BaseModel, Generic[T]):
+class CatalogOut(ResponseModel, Generic[T]):
     """A whole catalog: the server's every page, followed."""
 
     data: list[T]
@@ -300,7 +252,7 @@ class ToolCallIn(RequestModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-class ContentPartOut(BaseModel):
+class ContentPartOut(ResponseModel):
     type: str
     text: str | None = None
     data: str | None = None
@@ -308,25 +260,12 @@ class ContentPartOut(BaseModel):
     uri: str | None = None
     name: str | None = None
 
-    @classmethod
-    def of(cls, part: McpContentPart) -> "ContentPartOut":
-        return cls(**part.__dict__)
 
-
-class ToolCallOut(BaseModel):
+class ToolCallOut(ResponseModel):
     is_error: bool
     text: str = Field(description="The result as a model reads it")
-    content: list[ContentPartOut]
-    structured_content: dict[str, Any] | None
-
-    @classmethod
-    def of(cls, outcome: McpToolOutcome) -> "ToolCallOut":
-        return cls(
-            is_error=outcome.is_error,
-            text=outcome.text,
-            content=[ContentPartOut.of(p) for p in outcome.parts],
-            structured_content=dict(outcome.structured) if outcome.structured is not None else None,
-        )
+    content: list[ContentPartOut] = Field(validation_alias=AliasChoices("content", "parts"))
+    structured_content: dict[str, Any] | None = Field(validation_alias=AliasChoices("structured_content", "structured"))
 
 
 class ResourceReadIn(RequestModel):
@@ -343,16 +282,16 @@ class ResourceReadIn(RequestModel):
         return self
 
 
-class ResourceContentOut(BaseModel):
+class ResourceContentOut(ResponseModel):
     uri: str
     mime_type: str | None
     text: str | None = None
     blob: str | None = Field(default=None, description="base64")
 
+    @field_validator("blob", mode="before")
     @classmethod
-    def of(cls, content: McpResourceContent) -> "ResourceContentOut":
-        blob = base64.b64encode(content.blob).decode() if content.blob is not None else None
-        return cls(uri=content.uri, mime_type=content.mime_type, text=content.text, blob=blob)
+    def _base64(cls, blob: bytes | str | None) -> str | None:
+        return base64.b64encode(blob).decode() if isinstance(blob, bytes) else blob
 
 
 class PromptGetIn(RequestModel):
@@ -361,18 +300,11 @@ class PromptGetIn(RequestModel):
     )
 
 
-class PromptMessageOut(BaseModel):
+class PromptMessageOut(ResponseModel):
     role: str
     content: str
 
 
-class PromptResultOut(BaseModel):
+class PromptResultOut(ResponseModel):
     description: str | None
     messages: list[PromptMessageOut]
-
-    @classmethod
-    def of(cls, result: PromptResult) -> "PromptResultOut":
-        return cls(
-            description=result.description,
-            messages=[PromptMessageOut(role=m.role, content=m.content) for m in result.messages],
-        )

@@ -2,12 +2,11 @@ from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, Field, StrictBool, StringConstraints
+from pydantic import Field, StrictBool, StringConstraints
 
 from application.caller import Caller
 from application.use_cases.prompt_templates import SaveTemplateCommand, TemplateChanges, TemplateView
 from domain.ids import AgentId
-from domain.mcp_prompts import PromptMessage
 from domain.prompt_templates import (
     ARGUMENTS_MAX,
     CONTENT_MAX,
@@ -17,7 +16,7 @@ from domain.prompt_templates import (
     TemplateArgument,
     TemplateMessage,
 )
-from infrastructure.http.schemas.common import PatchModel, RequestModel
+from infrastructure.http.schemas.common import PatchModel, RequestModel, ResponseModel
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]
 Text = Annotated[str, StringConstraints(max_length=DESCRIPTION_MAX, strict=True)]
@@ -90,7 +89,7 @@ class TemplateUpdate(PatchModel):
         )
 
 
-class ArgumentOut(BaseModel):
+class ArgumentOut(ResponseModel):
     name: str
     description: str
     required: bool
@@ -99,12 +98,12 @@ class ArgumentOut(BaseModel):
     autocomplete: list[str] | bool
 
 
-class MessageOut(BaseModel):
+class MessageOut(ResponseModel):
     role: str
     content: str
 
 
-class TemplateOut(BaseModel):
+class TemplateOut(ResponseModel):
     name: str
     tool_name: str = Field(description="Its MCP tool name (hyphens become underscores); its MCP prompt keeps `name`")
     description: str
@@ -118,6 +117,7 @@ class TemplateOut(BaseModel):
 
     @classmethod
     def of(cls, view: TemplateView) -> "TemplateOut":
+        # The view joins the template with where it comes from; `autocomplete` merges two argument fields.
         template = view.template
         return cls(
             name=template.name,
@@ -134,7 +134,7 @@ class TemplateOut(BaseModel):
                 )
                 for a in template.arguments
             ],
-            messages=[MessageOut(role=m.role, content=m.content) for m in template.messages],
+            messages=[MessageOut.model_validate(m) for m in template.messages],
             agent_id=template.agent_id,
             agent_slug=view.agent_slug,
             source="file" if view.from_file else "api",
@@ -147,9 +147,5 @@ class RenderIn(RequestModel):
     arguments: dict[str, Value | list[Value]] = Field(default_factory=dict, max_length=ARGUMENTS_MAX)
 
 
-class RenderOut(BaseModel):
+class RenderOut(ResponseModel):
     messages: list[MessageOut]
-
-    @classmethod
-    def of(cls, messages: tuple[PromptMessage, ...]) -> "RenderOut":
-        return cls(messages=[MessageOut(role=m.role, content=m.content) for m in messages])

@@ -3,15 +3,15 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from pydantic import BaseModel, Field, StrictBool, StringConstraints
+from pydantic import Field, StrictBool, StringConstraints, field_validator
 
 from application.caller import Caller
 from application.runs.create_run import INPUT_MAX, CreateRunCommand
 from application.runs.submit_tool_results import SubmitToolResultsCommand, ToolResultInput
 from domain.ids import AgentId, RunId, ThreadId
 from domain.run_events import RunEvent
-from domain.runs import IDEMPOTENCY_KEY_MAX, ClientTool, Run, RunStatus
-from infrastructure.http.schemas.common import RequestModel
+from domain.runs import IDEMPOTENCY_KEY_MAX, ClientTool, PendingToolCall, RunStatus
+from infrastructure.http.schemas.common import RequestModel, ResponseModel
 from infrastructure.run_event_json import event_data
 
 ToolName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")]
@@ -69,13 +69,13 @@ class ToolResultsIn(RequestModel):
         )
 
 
-class UsageOut(BaseModel):
+class UsageOut(ResponseModel):
     input_tokens: int
     output_tokens: int
     total_tokens: int
 
 
-class StepToolCallOut(BaseModel):
+class StepToolCallOut(ResponseModel):
     id: str
     name: str
     type: str
@@ -83,7 +83,7 @@ class StepToolCallOut(BaseModel):
     pending: bool
 
 
-class StepOut(BaseModel):
+class StepOut(ResponseModel):
     number: int
     model: str
     usage: UsageOut
@@ -93,89 +93,55 @@ class StepOut(BaseModel):
     tool_calls: list[StepToolCallOut]
 
 
-class PendingCallOut(BaseModel):
+class PendingCallOut(ResponseModel):
     id: str
     name: str
     type: str
     arguments: dict[str, Any]
 
 
-class RequiredActionOut(BaseModel):
+class RequiredActionOut(ResponseModel):
     type: str = "submit_tool_results"
     tool_calls: list[PendingCallOut]
 
 
-class RunErrorOut(BaseModel):
+class RunErrorOut(ResponseModel):
     code: str
     message: str
 
 
-class RunOut(BaseModel):
+class ClientToolOut(ResponseModel):
+    name: str
+    description: str
+    parameters: dict[str, Any] = Field(description="JSON Schema of the arguments")
+
+
+class RunOut(ResponseModel):
     id: UUID
     thread_id: UUID
     agent_id: UUID
     parent_run_id: UUID | None
     status: RunStatus
-    required_action: RequiredActionOut | None
+    required_action: RequiredActionOut | None = Field(description="The client tool calls the run waits for")
     steps: list[StepOut]
     usage: UsageOut
     error: RunErrorOut | None
     warnings: list[str]
     trace_id: str | None
     idempotency_key: str | None
-    client_tools: list[ClientToolIn]
+    client_tools: list[ClientToolOut]
     cancel_requested: bool
     created_at: datetime
     updated_at: datetime
     started_at: datetime | None
     ended_at: datetime | None
 
+    @field_validator("required_action", mode="before")
     @classmethod
-    def of(cls, run: Run) -> "RunOut":
-        def usage(u: Any) -> UsageOut:
-            return UsageOut(input_tokens=u.input_tokens, output_tokens=u.output_tokens, total_tokens=u.total_tokens)
-
-        return cls(
-            id=run.id,
-            thread_id=run.thread_id,
-            agent_id=run.agent_id,
-            parent_run_id=run.parent_run_id,
-            status=run.status,
-            required_action=RequiredActionOut(
-                tool_calls=[
-                    PendingCallOut(id=c.id, name=c.name, type=c.type, arguments=dict(c.arguments))
-                    for c in run.required_action
-                ]
-            )
-            if run.required_action
-            else None,
-            steps=[
-                StepOut(
-                    number=s.number,
-                    model=s.model,
-                    usage=usage(s.usage),
-                    finish_reason=s.finish_reason,
-                    started_at=s.started_at,
-                    completed_at=s.completed_at,
-                    tool_calls=[StepToolCallOut(**c.__dict__) for c in s.tool_calls],
-                )
-                for s in run.steps
-            ],
-            usage=usage(run.usage),
-            error=RunErrorOut(code=run.error.code, message=run.error.message) if run.error else None,
-            warnings=list(run.warnings),
-            trace_id=run.trace_id,
-            idempotency_key=run.idempotency_key,
-            client_tools=[
-                ClientToolIn(name=t.name, description=t.description, parameters=dict(t.parameters))
-                for t in run.client_tools
-            ],
-            cancel_requested=run.cancel_requested,
-            created_at=run.created_at,
-            updated_at=run.updated_at,
-            started_at=run.started_at,
-            ended_at=run.ended_at,
-        )
+    def _pending_calls(cls, pending: tuple[PendingToolCall, ...] | dict[str, Any] | None) -> object:
+        if isinstance(pending, tuple):
+            return {"tool_calls": pending} if pending else None
+        return pending
 
 
 def sse_frame(event: RunEvent) -> str:

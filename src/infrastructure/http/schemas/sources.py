@@ -2,20 +2,19 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel
+from pydantic import computed_field, field_validator
 
-from application.ports.persistence import SourceSummary
-from application.use_cases.mcp_operations import ImportedResource
-from domain.sources import CreatedBy, Source, SourceKind
+from domain.sources import CreatedBy, SourceKind, TableData
+from infrastructure.http.schemas.common import ResponseModel
 
 
-class OriginOut(BaseModel):
+class OriginOut(ResponseModel):
     type: str
     integration_id: UUID | None
     uri: str | None
 
 
-class SourceSummaryOut(BaseModel):
+class SourceSummaryOut(ResponseModel):
     id: UUID
     name: str
     kind: SourceKind
@@ -27,44 +26,24 @@ class SourceSummaryOut(BaseModel):
     thread_id: UUID | None
     agent_id: UUID | None
 
-    @classmethod
-    def of(cls, source: Source | SourceSummary) -> "SourceSummaryOut":
-        return cls(
-            id=source.id,
-            name=source.name,
-            kind=source.kind,
-            origin=OriginOut(**source.origin.__dict__),
-            mime_type=source.mime_type,
-            size=source.size,
-            created_by=source.created_by,
-            created_at=source.created_at,
-            thread_id=source.thread_id,
-            agent_id=source.agent_id,
-        )
-
 
 class SourceOut(SourceSummaryOut):
     text: str | None
     data: dict[str, Any] | None
-    content_url: str
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def content_url(self) -> str:
+        return f"/v1/sources/{self.id}/content"
+
+    @field_validator("data", mode="before")
     @classmethod
-    def full(cls, source: Source) -> "SourceOut":
-        data = (
-            {"headers": list(source.data.headers), "rows": [list(r) for r in source.data.rows]} if source.data else None
-        )
-        return cls(
-            **SourceSummaryOut.of(source).model_dump(),
-            text=source.text,
-            data=data,
-            content_url=f"/v1/sources/{source.id}/content",
-        )
+    def _table(cls, data: TableData | dict[str, Any] | None) -> dict[str, Any] | None:
+        if isinstance(data, TableData):
+            return {"headers": list(data.headers), "rows": [list(r) for r in data.rows]}
+        return data
 
 
-class ImportedResourceOut(BaseModel):
+class ImportedResourceOut(ResponseModel):
     sources: list[SourceSummaryOut]
     preview: str
-
-    @classmethod
-    def of(cls, imported: ImportedResource) -> "ImportedResourceOut":
-        return cls(sources=[SourceSummaryOut.of(s) for s in imported.sources], preview=imported.preview)

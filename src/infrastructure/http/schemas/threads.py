@@ -1,8 +1,9 @@
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import Field, StringConstraints, field_validator
 
 from application.caller import Caller
 from application.use_cases.threads import CreateThreadCommand
@@ -13,12 +14,11 @@ from domain.messages import (
     TEXT_MAX,
     ContentPart,
     ImageContent,
-    Message,
     TextContent,
     part_to_dict,
 )
-from domain.threads import METADATA_KEY_MAX, METADATA_KEYS_MAX, METADATA_VALUE_MAX, THREAD_TITLE_MAX, Thread
-from infrastructure.http.schemas.common import RequestModel
+from domain.threads import METADATA_KEY_MAX, METADATA_KEYS_MAX, METADATA_VALUE_MAX, THREAD_TITLE_MAX
+from infrastructure.http.schemas.common import RequestModel, ResponseModel
 
 MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=METADATA_KEY_MAX)]
 MetadataValue = Annotated[str, StringConstraints(max_length=METADATA_VALUE_MAX, strict=True)]
@@ -38,7 +38,7 @@ class ThreadCreate(RequestModel):
         )
 
 
-class ThreadOut(BaseModel):
+class ThreadOut(ResponseModel):
     id: UUID
     agent_id: UUID | None
     title: str
@@ -46,18 +46,6 @@ class ThreadOut(BaseModel):
     message_count: int
     created_at: datetime
     updated_at: datetime
-
-    @classmethod
-    def of(cls, thread: Thread) -> "ThreadOut":
-        return cls(
-            id=thread.id,
-            agent_id=thread.agent_id,
-            title=thread.title,
-            metadata=thread.metadata,
-            message_count=thread.message_count,
-            created_at=thread.created_at,
-            updated_at=thread.updated_at,
-        )
 
 
 class TextPartIn(RequestModel):
@@ -93,7 +81,7 @@ class MessageCreate(RequestModel):
         )
 
 
-class MessageOut(BaseModel):
+class MessageOut(ResponseModel):
     id: UUID
     thread_id: UUID
     run_id: UUID | None
@@ -102,14 +90,7 @@ class MessageOut(BaseModel):
     content: list[dict[str, Any]] = Field(description="Typed parts: text, image, tool_use, tool_result")
     created_at: datetime
 
+    @field_validator("content", mode="before")
     @classmethod
-    def of(cls, message: Message) -> "MessageOut":
-        return cls(
-            id=message.id,
-            thread_id=message.thread_id,
-            run_id=message.run_id,
-            role=message.role.value,
-            position=message.position,
-            content=[part_to_dict(p) for p in message.content],
-            created_at=message.created_at,
-        )
+    def _typed_parts(cls, parts: Sequence[ContentPart | dict[str, Any]]) -> list[dict[str, Any]]:
+        return [p if isinstance(p, dict) else part_to_dict(p) for p in parts]
