@@ -13,6 +13,7 @@ from application.use_cases.organizations import CreateOrganizationCommand
 from infrastructure.container import Container
 from infrastructure.http.app import create_app
 from infrastructure.persistence import migrations
+from infrastructure.resources import close_resources, open_resources
 from infrastructure.settings import Settings
 from tests.databases import fresh_database
 from tests.fakes.loopback import LoopbackServer
@@ -59,10 +60,12 @@ def settings(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Set
 
 
 @pytest.fixture(scope="session")
-def container(settings: Settings) -> Container:
+async def container(settings: Settings) -> AsyncIterator[Container]:
     container = Container()
     container.settings.override(providers.Object(settings))
-    return container
+    await open_resources(container)
+    yield container
+    await close_resources(container)
 
 
 @pytest.fixture(scope="session")

@@ -10,12 +10,15 @@ import typer
 
 from application.caller import Caller
 from application.pagination import PageRequest
-from domain.api_keys import Role
+from application.use_cases.api_keys import IssuedApiKey
+from domain.agents import Agent
+from domain.api_keys import ApiKey, Role
 from domain.errors import DomainError
 from domain.ids import ApiKeyId
-from infrastructure.container import Container, shutdown
+from infrastructure.container import Container
 from infrastructure.logging import configure_logging
 from infrastructure.persistence import migrations
+from infrastructure.resources import close_resources
 
 T = TypeVar("T")
 
@@ -38,14 +41,17 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _run(work: Callable[[Container], Awaitable[T]]) -> T:
-    """Run one piece of async work with a container, turning domain errors into a clear message."""
+    """Run one piece of async work with a container, turning domain errors into a clear message.
+
+    The work asks for use cases with `await provider.async_()`, which opens only the resources they need.
+    """
     container = Container()
 
     async def main() -> T:
         try:
             return await work(container)
         finally:
-            await shutdown(container)
+            await close_resources(container)
 
     try:
         return asyncio.run(main())
@@ -96,7 +102,7 @@ def serve(
 
 
 async def _caller_for(container: Container, org_slug: str) -> Caller:
-    org = await container.find_organization().execute(org_slug)
+    org = await (await container.find_organization.async_()).execute(org_slug)
     return Caller.operator(org.id)
 
 
@@ -106,9 +112,12 @@ def create_org(
     slug: Annotated[str | None, typer.Option(help="URL-safe identifier; derived from the name if absent")] = None,
 ) -> None:
     """Create an organization and print its first admin API key (shown only this once)."""
-    from application.use_cases.organizations import CreateOrganizationCommand
+    from application.use_cases.organizations import CreatedOrganization, CreateOrganizationCommand
 
-    created = _run(lambda c: c.create_organization().execute(CreateOrganizationCommand(name=name, slug=slug)))
+    async def work(c: Container) -> CreatedOrganization:
+        return await (await c.create_organization.async_()).execute(CreateOrganizationCommand(name=name, slug=slug))
+
+    created = _run(work)
     typer.echo(f"organization: {created.organization.slug} ({created.organization.id})")
     typer.echo(f"admin API key (store it now, it is not shown again): {created.admin_key_plaintext}")
 
@@ -122,9 +131,9 @@ def create_key(
     """Create an API key and print it (shown only this once)."""
     from application.use_cases.api_keys import CreateApiKeyCommand
 
-    async def work(c: Container):  # type: ignore[no-untyped-def]
+    async def work(c: Container) -> IssuedApiKey:
         caller = await _caller_for(c, org)
-        return await c.create_api_key().execute(CreateApiKeyCommand(caller=caller, name=name, role=role))
+        return await (await c.create_api_key.async_()).execute(CreateApiKeyCommand(caller=caller, name=name, role=role))
 
     issued = _run(work)
     typer.echo(f"key id: {issued.api_key.id}")
@@ -135,11 +144,13 @@ def create_key(
 def list_keys(org: Annotated[str, typer.Option(help="Organization slug")]) -> None:
     """List an organization's API keys (never their secrets)."""
 
-    async def work(c: Container):  # type: ignore[no-untyped-def]
+    async def work(c: Container) -> list[ApiKey]:
         caller = await _caller_for(c, org)
-        keys, cursor = [], None
+        list_keys = await c.list_api_keys.async_()
+        keys: list[ApiKey] = []
+        cursor: str | None = None
         while True:
-            page = await c.list_api_keys().execute(caller, PageRequest(limit=100, cursor=cursor))
+            page = await list_keys.execute(caller, PageRequest(limit=100, cursor=cursor))
             keys.extend(page.items)
             if page.next_cursor is None:
                 return keys
@@ -161,8 +172,8 @@ def revoke_key(
     except ValueError:
         raise _fail(f"{key_id!r} is not a key id (see `threadline keys list --org {org}`)") from None
 
-    async def work(c: Container):  # type: ignore[no-untyped-def]
-        return await c.revoke_api_key().execute(await _caller_for(c, org), parsed)
+    async def work(c: Container) -> ApiKey:
+        return await (await c.revoke_api_key.async_()).execute(await _caller_for(c, org), parsed)
 
     key = _run(work)
     typer.echo(f"revoked {key.id} ({key.name})")
@@ -174,7 +185,11 @@ def rotate_secrets() -> None:
 
     To rotate: put the new key first (`new,old`), run this, then drop the old key.
     """
-    count = _run(lambda c: c.rotate_credential_encryption().execute())
+
+    async def work(c: Container) -> int:
+        return await (await c.rotate_credential_encryption.async_()).execute()
+
+    count = _run(work)
     typer.echo(f"re-encrypted {count} stored credential(s) with the current key")
 
 
@@ -196,9 +211,9 @@ def import_agent(
     for warning in read.warnings:
         typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
 
-    async def work(c: Container):  # type: ignore[no-untyped-def]
+    async def work(c: Container) -> Agent:
         caller = await _caller_for(c, org)
-        return await c.create_agent().execute(
+        return await (await c.create_agent.async_()).execute(
             CreateAgentCommand(
                 caller=caller,
                 name=read.name,
@@ -207,7 +222,7 @@ def import_agent(
                 instructions=read.instructions,
                 model=model or read.model,
                 tools=read.tools,
-            )
+            ),
         )
 
     agent = _run(work)

@@ -71,11 +71,8 @@ from application.use_cases.threads import (
     ListThreads,
 )
 from domain.tools import ToolType
+from infrastructure import resources
 from infrastructure.execution.event_bus import InMemoryRunEventBus
-from infrastructure.execution.in_process import InProcessRunExecutor
-from infrastructure.execution.wiring import run_executing, tracer_from
-from infrastructure.llm import language_model
-from infrastructure.mcp_client.gateway import SdkMcpGateway
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
 from infrastructure.mcp_server.endpoint import McpEndpoint
 from infrastructure.mcp_server.host_check import HostCheck
@@ -85,7 +82,6 @@ from infrastructure.native_tools.python_sandbox import SubprocessPythonSandbox
 from infrastructure.native_tools.web_page import HttpWebPageReader
 from infrastructure.native_tools.web_search import SearxngWebSearch
 from infrastructure.outbound.guard import NetworkPolicy
-from infrastructure.persistence.engine import Database
 from infrastructure.persistence.readiness import DatabaseReadiness
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.security.api_keys import Sha256KeyHasher
@@ -93,7 +89,6 @@ from infrastructure.security.keys import secret_keys
 from infrastructure.security.secret_box import FernetSecretBox
 from infrastructure.settings import Settings
 from infrastructure.system import SystemClock, Uuid7Generator
-from infrastructure.template_files.registry import TemplateFileRegistry
 
 
 def _authenticator(make: Callable[[], AuthenticateApiKey]) -> Callable[[str | None], Awaitable[Caller]]:
@@ -106,8 +101,8 @@ def _authenticator(make: Callable[[], AuthenticateApiKey]) -> Callable[[str | No
 class Container(containers.DeclarativeContainer):
     settings = providers.Singleton(Settings)
 
-    database = providers.Singleton(
-        Database,
+    database = providers.Resource(
+        resources.database,
         database_url=settings.provided.database_url,
         pool_size=settings.provided.database_pool_size,
     )
@@ -155,8 +150,8 @@ class Container(containers.DeclarativeContainer):
     )
     operator_servers = providers.Singleton(OperatorServerRegistry.from_file, settings.provided.mcp_servers_file)
     outbound = providers.Singleton(NetworkPolicy, allowed_networks=settings.provided.allowed_networks)
-    mcp_gateway = providers.Singleton(
-        SdkMcpGateway,
+    mcp_gateway = providers.Resource(
+        resources.mcp_gateway,
         servers=operator_servers,
         outbound=outbound,
         catalog_ttl_seconds=settings.provided.mcp_catalog_ttl_seconds,
@@ -210,8 +205,8 @@ class Container(containers.DeclarativeContainer):
     list_sources = providers.Factory(ListSources, uow=uow)
 
     # -- runs ---------------------------------------------------------------------------------------
-    llm = providers.Singleton(
-        language_model,
+    llm = providers.Resource(
+        resources.language_models,
         openai_api_key=providers.Callable(
             lambda key: key.get_secret_value() if key else None, settings.provided.openai_api_key
         ),
@@ -219,7 +214,7 @@ class Container(containers.DeclarativeContainer):
         timeout_seconds=settings.provided.openai_timeout_seconds,
         max_retries=settings.provided.openai_max_retries,
     )
-    tracer = providers.Singleton(tracer_from, settings)
+    tracer = providers.Resource(resources.tracer, settings)
     run_event_bus = providers.Singleton(InMemoryRunEventBus)
     commands = providers.Singleton(OperatorCommandRunner.from_file, settings.provided.commands_file)
     web_search = providers.Singleton(SearxngWebSearch, settings.provided.search_url)
@@ -266,9 +261,9 @@ class Container(containers.DeclarativeContainer):
         ),
         tracer=tracer,
     )
-    run_executor = providers.Singleton(
-        InProcessRunExecutor,
-        execute=providers.Callable(run_executing, execute_run.provider),
+    run_executor = resources.Background(
+        resources.run_executor,
+        execute_run=execute_run.provider,
         concurrency=settings.provided.max_concurrent_runs,
     )
     create_run = providers.Factory(CreateRun, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor)
@@ -280,8 +275,8 @@ class Container(containers.DeclarativeContainer):
     )
     follow_run = providers.Factory(FollowRun, uow=uow, bus=run_event_bus)
     # -- prompt templates and /mcp ------------------------------------------------------------------
-    prompt_files = providers.Singleton(
-        TemplateFileRegistry,
+    prompt_files = resources.Background(
+        resources.template_files,
         directory=settings.provided.prompts_dir,
         org_slug=settings.provided.prompts_org,
         default_agent=settings.provided.prompts_agent,
@@ -316,23 +311,3 @@ class Container(containers.DeclarativeContainer):
 
     recover_runs = providers.Factory(RecoverRuns, uow=uow, clock=clock, bus=run_event_bus, executor=run_executor)
     get_source = providers.Factory(GetSource, uow=uow)
-
-
-async def shutdown(container: Container) -> None:
-    """Release what the container opened: runs in flight, MCP sessions, traces, database connections."""
-    await container.run_executor().shutdown()
-    container.run_executor.reset()
-    await container.llm().aclose()
-    container.llm.reset()
-    tracer = container.tracer()
-    if hasattr(tracer, "shutdown"):
-        await tracer.shutdown()
-    container.tracer.reset()
-    await container.prompt_files().stop()
-    container.prompt_files.reset()
-    container.publishing_server.reset()
-    container.mcp_endpoint.reset()
-    await container.mcp_gateway().close()
-    container.mcp_gateway.reset()
-    await container.database().dispose()
-    container.database.reset()

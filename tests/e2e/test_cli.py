@@ -10,9 +10,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from dependency_injector import providers
 from typer.testing import CliRunner
 
+from application.use_cases.organizations import CreateOrganizationCommand
 from infrastructure.cli import app
+from infrastructure.container import Container
+from infrastructure.resources import close_resources
+from infrastructure.settings import Settings
 from tests.databases import fresh_database
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
@@ -122,3 +127,16 @@ def test_an_agent_is_imported_from_a_chatmd_file(tmp_path: Path, cli_env: dict[s
     broken.write_text("<system>unclosed\n")
     failed = cli(cli_env, "agents", "import", str(broken), "--org", "chatmd-importers")
     assert failed.returncode == 1 and f"{broken}:1" in failed.stderr
+
+
+async def test_a_command_opens_only_the_resources_it_uses_and_closes_them(settings: Settings) -> None:
+    container = Container()
+    container.settings.override(providers.Object(settings))
+    create = await container.create_organization.async_()  # as a command asks for its use case
+    created = await create.execute(CreateOrganizationCommand(name="Opens little", slug=None))
+    assert created.organization.slug == "opens-little"
+
+    opened = {name for name, p in container.providers.items() if isinstance(p, providers.Resource) and p.initialized}
+    assert opened == {"database"}  # no model client, tracer, MCP sessions, run executor or prompt watch
+    await close_resources(container)
+    assert not container.database.initialized

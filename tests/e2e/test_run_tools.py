@@ -139,7 +139,8 @@ async def test_runs_in_flight_at_shutdown_are_marked_interrupted(
     run = await start(client, tenant, thread, input="long thought")
     await asyncio.wait_for(held.received.wait(), 10)
     interrupted = await container.run_executor().shutdown(grace_seconds=0)
-    container.run_executor.reset()  # later tests get a fresh executor
+    await container.run_executor.shutdown()  # later tests get a fresh executor
+    await container.run_executor.init()
     assert [str(r) for r in interrupted] == [run["id"]]
     stored = (await client.get(f"/v1/runs/{run['id']}", headers=tenant.admin)).json()
     assert stored["status"] == "failed" and stored["error"]["code"] == "interrupted"

@@ -5,7 +5,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from infrastructure.container import Container, shutdown
+from infrastructure.container import Container
 from infrastructure.http.body_limit import BodyLimitMiddleware
 from infrastructure.http.errors import install_error_handlers
 from infrastructure.http.routers import (
@@ -20,6 +20,7 @@ from infrastructure.http.routers import (
     threads,
     tools,
 )
+from infrastructure.resources import close_resources, open_resources
 
 logger = logging.getLogger(__name__)
 ROUTERS = (health, me, api_keys, agents, threads, tools, integrations, sources, runs, prompt_templates)
@@ -34,18 +35,19 @@ def create_app(container: Container | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if container.settings().recover_runs:
-            interrupted, resubmitted = await container.recover_runs().execute()
-            if interrupted or resubmitted:
-                logger.info("recovered runs", extra={"interrupted": interrupted, "resubmitted": resubmitted})
-        files = container.prompt_files()
-        files.on_change(container.publishing_server().catalog_changed)
-        await files.start()
+        await open_resources(container)
         try:
+            if container.settings().recover_runs:
+                interrupted, resubmitted = await container.recover_runs().execute()
+                if interrupted or resubmitted:
+                    logger.info("recovered runs", extra={"interrupted": interrupted, "resubmitted": resubmitted})
+            files = container.prompt_files()
+            files.on_change(container.publishing_server().catalog_changed)
+            await files.start()
             async with endpoint.running():
                 yield
         finally:
-            await shutdown(container)
+            await close_resources(container)
 
     app = FastAPI(
         title="Threadline",

@@ -1,0 +1,116 @@
+"""What the container opens and closes.
+
+Each resource is built on first use (a CLI command builds only what it uses) and closed by
+`close_resources`: first the background ones, whose work still uses the others (runs in flight,
+the prompt directory watch), then the rest.
+"""
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from dependency_injector import containers, providers
+
+from application.ports.tracing import Tracer
+from application.runs.execute_run import ExecuteRun
+from domain.ids import OrgId, RunId
+from infrastructure.execution.in_process import InProcessRunExecutor
+from infrastructure.llm import ModelRouter, language_model
+from infrastructure.mcp_client.gateway import SdkMcpGateway
+from infrastructure.persistence.engine import Database
+from infrastructure.settings import Settings
+from infrastructure.template_files.registry import TemplateFileRegistry
+from infrastructure.tracing import LangfuseTracer, NoopTracer
+
+
+class Background(providers.Resource[Any]):
+    """A resource that works on its own and uses the others: closed before them."""
+
+
+async def open_resources(container: containers.Container) -> None:
+    """Open every resource. Afterwards providers hand out plain objects, as the code expects.
+
+    While an async resource is unopened, dependency-injector answers every provider that depends on it
+    with an awaitable (and remembers that); once all are open, that mode is switched off again.
+    """
+    await _awaited(container.init_resources())
+    provider: providers.Provider[Any]
+    for provider in container.traverse():
+        if isinstance(provider, providers.Resource):
+            provider.disable_async_mode()
+        else:
+            provider.reset_async_mode()
+
+
+async def close_resources(container: containers.Container) -> None:
+    """Close what was opened, background resources first. Closing twice is harmless."""
+    for resource in container.traverse(types=[providers.Resource]):
+        resource.enable_async_mode()
+    await _awaited(container.shutdown_resources(resource_type=Background))
+    await _awaited(container.shutdown_resources())
+
+
+async def _awaited(result: Awaitable[None] | None) -> None:
+    if result is not None:
+        await result
+
+
+async def database(database_url: str, pool_size: int) -> AsyncIterator[Database]:
+    opened = Database(database_url, pool_size=pool_size)
+    try:
+        yield opened
+    finally:
+        await opened.dispose()
+
+
+async def language_models(**settings: Any) -> AsyncIterator[ModelRouter]:
+    router = language_model(**settings)
+    try:
+        yield router
+    finally:
+        await router.aclose()
+
+
+async def tracer(settings: Settings) -> AsyncIterator[Tracer]:
+    if not (settings.langfuse_public_key and settings.langfuse_secret_key):
+        yield NoopTracer()
+        return
+    langfuse = LangfuseTracer(
+        public_key=settings.langfuse_public_key,
+        secret_key=settings.langfuse_secret_key.get_secret_value(),
+        base_url=settings.langfuse_base_url,
+        environment=settings.langfuse_environment,
+        release=settings.langfuse_release,
+        timeout_seconds=settings.langfuse_timeout_seconds,
+    )
+    try:
+        yield langfuse
+    finally:
+        await langfuse.shutdown()  # sends the spans still buffered
+
+
+async def mcp_gateway(**settings: Any) -> AsyncIterator[SdkMcpGateway]:
+    gateway = SdkMcpGateway(**settings)
+    try:
+        yield gateway
+    finally:
+        await gateway.close()
+
+
+async def run_executor(execute_run: Callable[[], ExecuteRun], concurrency: int) -> AsyncIterator[InProcessRunExecutor]:
+    async def execute(org_id: OrgId, run_id: RunId) -> object:
+        return await execute_run().execute(org_id, run_id)  # a fresh ExecuteRun per run: they are cheap
+
+    executor = InProcessRunExecutor(execute, concurrency=concurrency)
+    try:
+        yield executor
+    finally:
+        await executor.shutdown()
+
+
+async def template_files(**settings: Any) -> AsyncIterator[TemplateFileRegistry]:
+    """The prompt template files; the server starts watching them once everything is open."""
+    registry = TemplateFileRegistry(**settings)
+    try:
+        yield registry
+    finally:
+        await registry.stop()
