@@ -4,6 +4,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from infrastructure.persistence.engine import build_engine
+from infrastructure.persistence.migrations import described_by_tables
 from infrastructure.persistence.tables import metadata
 from infrastructure.settings import Settings
 
@@ -20,6 +21,7 @@ def _run(connection: Connection) -> None:
         target_metadata=metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=described_by_tables,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -11,6 +11,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 import migrations
 
 SCRIPT_LOCATION = Path(migrations.__file__).parent
+JOB_QUEUE_PREFIX = "procrastinate_"
+
+
+def described_by_tables(name: str | None, type_: str, _parents: object) -> bool:
+    """Whether `tables.py` describes a database object: the job queue's tables are procrastinate's
+    (revision 0005 creates them), so autogenerate and comparisons leave them out."""
+    return not (type_ == "table" and (name or "").startswith(JOB_QUEUE_PREFIX))
 
 
 def alembic_config(database_url: str) -> Config:
