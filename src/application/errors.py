@@ -35,6 +35,11 @@ class SlugTaken(Conflict):
     pass
 
 
+class StorageUnavailable(ApplicationError):
+    """The database could not be reached, or could not carry out the work for operational reasons (connection
+    lost or refused, timeout, too busy). Trying again later may succeed."""
+
+
 class NotAuthenticated(ApplicationError):
     """No valid API key was presented."""
 

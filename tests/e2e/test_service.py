@@ -16,6 +16,14 @@ async def test_openapi_documents_the_api(client: httpx.AsyncClient) -> None:
     assert (await client.get("/docs")).status_code == 200
 
 
+async def test_openapi_offers_the_api_key_as_a_bearer_scheme(client: httpx.AsyncClient) -> None:
+    """What gives /docs its Authorize button: routes that need a key say so, the health routes do not."""
+    spec = (await client.get("/openapi.json")).json()
+    assert spec["components"]["securitySchemes"]["ApiKey"]["scheme"] == "bearer"
+    assert spec["paths"]["/v1/agents"]["post"]["security"] == [{"ApiKey": []}]
+    assert "security" not in spec["paths"]["/readyz"]["get"]
+
+
 async def test_tool_catalog_lists_native_tools_with_schemas(client: httpx.AsyncClient, tenant: Tenant) -> None:
     tools = (await client.get("/v1/tools", headers=tenant.admin)).json()
     by_type = {t["type"]: t for t in tools}

@@ -1,27 +1,20 @@
 from typing import Annotated
 
 from dependency_injector.wiring import Provide, inject
-from fastapi import Depends, Request
+from fastapi import Depends
 
 from application.caller import Caller
 from application.use_cases.api_keys import AuthenticateApiKey
 from infrastructure.container import Container
-
-
-def bearer_token(request: Request) -> str | None:
-    header = request.headers.get("authorization")
-    if not header:
-        return None
-    scheme, _, token = header.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+from infrastructure.http.bearer import api_key
 
 
 @inject
 async def current_caller(
-    request: Request,
+    key: Annotated[str | None, Depends(api_key)],
     authenticate: Annotated[AuthenticateApiKey, Depends(Provide[Container.authenticate_api_key])],
 ) -> Caller:
-    return await authenticate.execute(bearer_token(request))
+    return await authenticate.execute(key)
 
 
 CallerDep = Annotated[Caller, Depends(current_caller)]

@@ -1,10 +1,9 @@
 """Refuses request bodies above a size limit before they are read into memory."""
 
-import json
-from typing import Any
-
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from infrastructure.http.errors import error_response
 
 
 class BodyTooLarge(HTTPException):
@@ -25,7 +24,7 @@ class BodyLimitMiddleware:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self._max:
-            await self._refuse(send)
+            await self._refuse(scope, receive, send)
             return
         seen = 0
         started = False
@@ -49,22 +48,8 @@ class BodyLimitMiddleware:
             await self._app(scope, limited_receive, tracking_send)
         except BodyTooLarge:
             if not started:
-                await self._refuse(send)
+                await self._refuse(scope, receive, send)
 
-    async def _refuse(self, send: Send) -> None:
-        body: dict[str, Any] = {
-            "error": "RequestTooLarge",
-            "detail": f"request bodies are limited to {self._max} bytes",
-        }
-        payload = json.dumps(body).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(payload)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = error_response(413, "RequestTooLarge", f"request bodies are limited to {self._max} bytes")
+        await refusal(scope, receive, send)

@@ -19,6 +19,7 @@ from application.errors import (
     NotAuthenticated,
     NotFound,
     PermissionDenied,
+    StorageUnavailable,
     UrlNotAllowed,
 )
 from domain.errors import DomainError, IllegalTransition, InvalidValue
@@ -34,6 +35,7 @@ ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
     (NotFound, 404),
     (Conflict, 409),
     (IllegalTransition, 409),
+    (StorageUnavailable, 503),
     (McpTimeout, 504),
     (McpConnectionFailed, 502),
     (McpAuthFailed, 502),
@@ -44,6 +46,10 @@ ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
     (InvalidValue, 422),
     (DomainError, 400),
 )
+
+RETRY_AFTER_SECONDS = 5
+"""How long a client is asked to wait before retrying when the database is unavailable."""
+CHALLENGE = 'Bearer realm="threadline"'
 
 _HTTP_NAMES = {
     400: "BadRequest",
@@ -58,6 +64,7 @@ _HTTP_NAMES = {
 
 
 def error_response(status: int, error: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The one error body, {"error", "detail"}; also an ASGI app, for middleware that answers by itself."""
     return JSONResponse({"error": error, "detail": detail}, status_code=status, headers=headers)
 
 
@@ -65,11 +72,19 @@ def status_of(error: DomainError) -> int:
     return next(status for cls, status in ERROR_STATUS if isinstance(error, cls))
 
 
+def domain_error_response(error: DomainError) -> JSONResponse:
+    status = status_of(error)
+    headers = None
+    if status == 401:
+        headers = {"WWW-Authenticate": CHALLENGE}
+    elif status == 503:
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    return error_response(status, type(error).__name__, error.detail, headers)
+
+
 async def _domain_error(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, DomainError)
-    status = status_of(error)
-    headers = {"WWW-Authenticate": 'Bearer realm="threadline"'} if status == 401 else None
-    return error_response(status, type(error).__name__, error.detail, headers)
+    return domain_error_response(error)
 
 
 def _describe(issue: dict[str, Any]) -> str:

@@ -1,14 +1,17 @@
 """The /mcp endpoint: API key authentication in front of the SDK's Streamable HTTP transport."""
 
 import contextlib
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import HTTPConnection
 from starlette.types import Receive, Scope, Send
 
 from application.caller import Caller
 from application.errors import NotAuthenticated
+from domain.errors import DomainError
+from infrastructure.http.bearer import API_KEY, api_key
+from infrastructure.http.errors import CHALLENGE, domain_error_response, error_response
 from infrastructure.mcp_server.host_check import HostCheck
 from infrastructure.mcp_server.server import PublishingServer
 
@@ -20,11 +23,6 @@ def _header(scope: Scope, wanted: bytes) -> str | None:
         if name == wanted:
             return str(value.decode("latin-1"))
     return None
-
-
-def _bearer(scope: Scope) -> str | None:
-    scheme, _, token = (_header(scope, b"authorization") or "").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
 
 
 class McpEndpoint:
@@ -51,39 +49,16 @@ class McpEndpoint:
             return
         refused = self._hosts.problem(_header(scope, b"host"), _header(scope, b"origin"))
         if refused is not None:
-            await self._send(send, refused[0], "Forbidden", refused[1])
+            await error_response(refused[0], "Forbidden", refused[1])(scope, receive, send)
             return
         try:
-            caller = await self._authenticate(_bearer(scope))
+            caller = await self._authenticate(await api_key(await API_KEY(HTTPConnection(scope))))
         except NotAuthenticated as error:
-            await self._refuse(send, error.detail)
+            challenge = {"WWW-Authenticate": f'{CHALLENGE}, error="invalid_token"'}
+            await error_response(401, "NotAuthenticated", error.detail, challenge)(scope, receive, send)
+            return
+        except DomainError as error:  # the database is unavailable, say
+            await domain_error_response(error)(scope, receive, send)
             return
         scope.setdefault("state", {})["caller"] = caller
         await self.manager.handle_request(scope, receive, send)
-
-    async def _refuse(self, send: Send, detail: str) -> None:
-        await self._send(
-            send,
-            401,
-            "NotAuthenticated",
-            detail,
-            [(b"www-authenticate", b'Bearer realm="threadline", error="invalid_token"')],
-        )
-
-    @staticmethod
-    async def _send(
-        send: Send, status: int, error: str, detail: str, headers: list[tuple[bytes, bytes]] | None = None
-    ) -> None:
-        body = json.dumps({"error": error, "detail": detail}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    *(headers or []),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
