@@ -37,6 +37,10 @@ class InMemoryRunEventBus:
         self._ended: deque[tuple[float, RunId]] = deque()
 
     async def publish(self, event: RunEvent) -> None:
+        self.deliver(event)
+
+    def deliver(self, event: RunEvent) -> None:
+        """Hand an event to the run's followers and backlog (without waiting: nothing here does)."""
         channel = self._channels.setdefault(event.run_id, _Channel())
         channel.backlog.append(event)
         if event.type.ends_stream:

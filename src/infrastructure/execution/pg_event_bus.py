@@ -1,0 +1,162 @@
+"""Run events across the processes of a deployment, through PostgreSQL's LISTEN/NOTIFY.
+
+Each process publishes with NOTIFY on one connection of its own and listens on another. Its own events reach
+its followers at once, through the in-memory bus; events of other processes arrive through the listener and
+join the same in-memory bus, so a follower does not care where a run executes. NOTIFY payloads are limited
+to 8,000 bytes: a bigger event is sent in pieces that the listener puts back together. Notifications of one
+connection arrive in the order they were sent, and each process publishes a run's events one after the
+other, so a run's events arrive in order.
+"""
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+from application.ports.execution import RunSubscription
+from domain.ids import RunId
+from domain.run_events import RunEvent, RunEventType
+from infrastructure.execution.event_bus import InMemoryRunEventBus
+from infrastructure.run_event_json import event_data, event_payload
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "threadline_run_events"
+PIECE_CHARS = 1_800
+"""Characters of an event's JSON per notification: at most 4 bytes each in UTF-8, within the 8,000-byte limit."""
+RECONNECT_SECONDS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
+
+
+def libpq_dsn(database_url: str) -> str:
+    """The connection string libpq (psycopg) takes for a SQLAlchemy URL such as `postgresql+asyncpg://u@h/db`."""
+    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def encode(event: RunEvent) -> list[str]:
+    """The notifications that carry one event: `<key> <index> <count> <piece of its JSON>`."""
+    text = json.dumps(
+        {
+            "run_id": str(event.run_id),
+            "seq": event.seq,
+            "type": event.type.value,
+            "created_at": event.created_at.isoformat(),
+            "data": event_data(event.payload),
+        },
+        separators=(",", ":"),
+    )
+    pieces = [text[i : i + PIECE_CHARS] for i in range(0, len(text), PIECE_CHARS)] or [""]
+    key = uuid.uuid4().hex
+    return [f"{key} {index} {len(pieces)} {piece}" for index, piece in enumerate(pieces)]
+
+
+def decode(text: str) -> RunEvent:
+    raw: dict[str, Any] = json.loads(text)
+    event_type = RunEventType(raw["type"])
+    return RunEvent(
+        run_id=RunId(UUID(raw["run_id"])),
+        seq=raw["seq"],
+        payload=event_payload(event_type, raw["data"]),
+        created_at=datetime.fromisoformat(raw["created_at"]),
+    )
+
+
+class _Assembly:
+    """Puts events sent in pieces back together, per sending connection."""
+
+    def __init__(self) -> None:
+        self._pieces: dict[tuple[int, str], list[str]] = {}
+
+    def add(self, pid: int, notification: str) -> str | None:
+        key, index, count, piece = notification.split(" ", 3)
+        if count == "1":
+            return piece
+        pieces = self._pieces.setdefault((pid, key), [])
+        pieces.append(piece)
+        if int(index) + 1 < int(count):
+            return None
+        del self._pieces[(pid, key)]
+        return "".join(pieces)
+
+
+class PostgresRunEventBus:
+    def __init__(self, database_url: str) -> None:
+        self._dsn = libpq_dsn(database_url)
+        self._local = InMemoryRunEventBus()
+        self._assembly = _Assembly()
+        self._publisher: psycopg.AsyncConnection[Any] | None = None
+        self._publishing = asyncio.Lock()
+        self._listening: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Returns once this process listens: events published from then on reach its followers."""
+        listener = await self._connected_listener()
+        self._listening = asyncio.create_task(self._listen(listener), name="run-events-listener")
+
+    async def close(self) -> None:
+        if self._listening is not None:
+            self._listening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listening
+        if self._publisher is not None:
+            await self._publisher.close()
+
+    async def publish(self, event: RunEvent) -> None:
+        self._local.deliver(event)  # this process's followers need no round trip
+        async with self._publishing:
+            publisher = await self._connected_publisher()
+            for notification in encode(event):
+                await publisher.execute("SELECT pg_notify(%s, %s)", (CHANNEL, notification))
+
+    def subscribe(self, run_id: RunId) -> contextlib.AbstractAsyncContextManager[RunSubscription]:
+        return self._local.subscribe(run_id)
+
+    async def _connected_publisher(self) -> psycopg.AsyncConnection[Any]:
+        if self._publisher is None or self._publisher.closed:
+            self._publisher = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+        return self._publisher
+
+    async def _connected_listener(self) -> psycopg.AsyncConnection[Any]:
+        listener = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+        await listener.execute(f"LISTEN {CHANNEL}")
+        return listener
+
+    async def _listen(self, listener: psycopg.AsyncConnection[Any]) -> None:
+        failures = 0
+        while True:
+            try:
+                async with listener:
+                    failures = 0
+                    async for notification in listener.notifies():
+                        self._received(notification.pid, notification.payload)
+            except psycopg.OperationalError:
+                logger.warning("the connection that receives run events of other processes was lost; reconnecting")
+            listener = await self._reconnect(failures)
+            failures += 1
+
+    async def _reconnect(self, failures: int) -> psycopg.AsyncConnection[Any]:
+        while True:
+            await asyncio.sleep(RECONNECT_SECONDS[min(failures, len(RECONNECT_SECONDS) - 1)])
+            try:
+                listener = await self._connected_listener()
+            except psycopg.OperationalError:
+                failures += 1
+                continue
+            logger.info("receiving run events of other processes again")
+            return listener
+
+    def _received(self, pid: int, notification: str) -> None:
+        if self._publisher is not None and pid == self._publisher.info.backend_pid:
+            return  # our own event: delivered when published
+        try:
+            text = self._assembly.add(pid, notification)
+            if text is not None:
+                self._local.deliver(decode(text))
+        except (ValueError, KeyError, TypeError):
+            logger.warning("a run event notification could not be read", exc_info=True)
