@@ -7,6 +7,7 @@ from typing import Annotated, TypeVar
 from uuid import UUID
 
 import typer
+from pydantic import ValidationError
 
 from application.caller import Caller
 from application.pagination import PageRequest
@@ -19,6 +20,7 @@ from infrastructure.container import Container
 from infrastructure.logging import configure_logging
 from infrastructure.persistence import migrations
 from infrastructure.resources import close_resources
+from infrastructure.settings import invalid_settings
 
 T = TypeVar("T")
 
@@ -62,8 +64,9 @@ def _run(work: Callable[[Container], Awaitable[T]]) -> T:
 
 
 def _migrate(container: Container) -> None:
+    database_url = container.settings().database_url
     try:
-        migrations.upgrade(container.settings().database_url)
+        migrations.upgrade(database_url)
     except Exception as error:  # alembic and drivers raise many kinds; the operator needs the message
         raise _fail(f"migration failed: {error}") from None
 
@@ -243,4 +246,11 @@ def check_prompts(directory: Annotated[Path, typer.Argument(help="A prompts dire
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except ValidationError as error:
+        problems = invalid_settings(error)
+        if problems is None:
+            raise
+        typer.secho(f"error: the configuration is invalid\n{problems}", fg=typer.colors.RED, err=True)
+        raise SystemExit(2) from None

@@ -149,7 +149,7 @@ class Container(containers.DeclarativeContainer):
         keys=providers.Callable(secret_keys, settings.provided.secret_key, settings.provided.data_dir),
     )
     operator_servers = providers.Singleton(OperatorServerRegistry.from_file, settings.provided.mcp_servers_file)
-    outbound = providers.Singleton(NetworkPolicy, allowed_networks=settings.provided.allowed_networks)
+    outbound = providers.Singleton(NetworkPolicy, allowed_networks=settings.provided.mcp_allowed_networks)
     mcp_gateway = providers.Resource(
         resources.mcp_gateway,
         servers=operator_servers,
@@ -219,7 +219,7 @@ class Container(containers.DeclarativeContainer):
     commands = providers.Singleton(OperatorCommandRunner.from_file, settings.provided.commands_file)
     web_search = providers.Singleton(SearxngWebSearch, settings.provided.search_url)
     code_sandbox = providers.Singleton(SubprocessPythonSandbox, settings.provided.code_execution_enabled)
-    web_outbound = providers.Singleton(NetworkPolicy, allowed_networks=settings.provided.web_networks)
+    web_outbound = providers.Singleton(NetworkPolicy, allowed_networks=settings.provided.web_allowed_networks)
     web_pages = providers.Singleton(HttpWebPageReader, web_outbound)
     tool_assembler = providers.Factory(
         ToolAssembler,

@@ -1,8 +1,30 @@
+import ipaddress
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def _split(value: object) -> object:
+    """A comma-separated string (how environment variables give lists) as a list; anything else as it is."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def _networks(values: list[str]) -> list[str]:
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a network in CIDR notation (e.g. 10.0.0.0/8)") from None
+    return values
+
+
+CommaSeparated = Annotated[list[str], NoDecode, BeforeValidator(_split)]
+"""A list, written in the environment as `a,b,c`."""
+Networks = Annotated[CommaSeparated, AfterValidator(_networks)]
 
 
 class Settings(BaseSettings):
@@ -24,8 +46,8 @@ class Settings(BaseSettings):
         default=60, ge=0, description="How often an API key's last_used_at is written at most"
     )
     max_request_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description="Largest request body accepted")
-    secret_key: str | None = Field(
-        default=None,
+    secret_key: CommaSeparated = Field(
+        default_factory=list,
         description="Keys that encrypt stored credentials, comma-separated; the first encrypts, all decrypt. "
         "Unset: a key is generated in the data directory",
     )
@@ -33,8 +55,8 @@ class Settings(BaseSettings):
     mcp_servers_file: Path | None = Field(
         default=None, description="JSON or YAML file of operator-defined stdio MCP servers (name -> command)"
     )
-    mcp_allowed_networks: str = Field(
-        default="",
+    mcp_allowed_networks: Networks = Field(
+        default_factory=list,
         description="Comma-separated CIDRs that MCP URLs may reach although private or loopback "
         "(e.g. 10.0.0.0/8,127.0.0.1/32)",
     )
@@ -66,13 +88,13 @@ class Settings(BaseSettings):
     commands_file: Path | None = Field(
         default=None, description="YAML or JSON file of the operator's commands agents may run"
     )
-    mcp_allowed_hosts: str = Field(
-        default="127.0.0.1:*,localhost:*,[::1]:*",
+    mcp_allowed_hosts: CommaSeparated = Field(
+        default=["127.0.0.1:*", "localhost:*", "[::1]:*"],
         description="Host headers /mcp accepts (DNS rebinding protection), comma-separated, `name:*` for any port; "
         "`*` turns the check off",
     )
-    mcp_allowed_origins: str = Field(
-        default="http://127.0.0.1:*,http://localhost:*,http://[::1]:*",
+    mcp_allowed_origins: CommaSeparated = Field(
+        default=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         description="Origin headers /mcp accepts from browsers, comma-separated; `*` turns the check off",
     )
     prompts_dir: Path | None = Field(default=None, description="Directory of prompt templates (*.yaml, *.chatmd)")
@@ -81,35 +103,22 @@ class Settings(BaseSettings):
     prompts_agent: str | None = Field(
         default=None, description="Slug of the agent that answers file templates which name none"
     )
-    web_allowed_networks: str = Field(
-        default="", description="Comma-separated CIDRs website_content may reach although private or loopback"
+    web_allowed_networks: Networks = Field(
+        default_factory=list, description="Comma-separated CIDRs website_content may reach although private or loopback"
     )
     search_url: str | None = Field(default=None, description="SearxNG-compatible search API for internet_search")
     code_execution_enabled: bool = Field(
         default=False, description="Let agents run Python in a subprocess (not an isolation boundary)"
     )
 
-    @property
-    def allowed_networks(self) -> list[str]:
-        return _networks(self.mcp_allowed_networks)
 
-    @property
-    def mcp_security(self) -> tuple[list[str], list[str]]:
-        return _networks(self.mcp_allowed_hosts), _networks(self.mcp_allowed_origins)
-
-    @property
-    def web_networks(self) -> list[str]:
-        return _networks(self.web_allowed_networks)
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.database_url.startswith("sqlite")
-
-    def sqlite_path(self) -> Path | None:
-        if not self.is_sqlite or ":memory:" in self.database_url:
-            return None
-        return Path(self.database_url.split(":///", 1)[1])
-
-
-def _networks(text: str) -> list[str]:
-    return [n.strip() for n in text.split(",") if n.strip()]
+def invalid_settings(error: ValidationError) -> str | None:
+    """What is wrong with the configuration, one line per variable, if `error` is about it."""
+    if error.title != Settings.__name__:
+        return None
+    prefix = Settings.model_config.get("env_prefix", "")
+    lines = []
+    for issue in error.errors():
+        field = str(issue["loc"][0]).upper() if issue["loc"] else ""
+        lines.append(f"{prefix}{field}: {issue['msg'].removeprefix('Value error, ')}")
+    return "\n".join(lines)

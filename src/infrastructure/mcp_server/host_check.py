@@ -22,8 +22,7 @@ class HostCheck:
 
     @classmethod
     def of(cls, settings: Settings) -> "HostCheck":
-        hosts, origins = settings.mcp_security
-        return cls(hosts=hosts, origins=origins)
+        return cls(hosts=settings.mcp_allowed_hosts, origins=settings.mcp_allowed_origins)
 
     def problem(self, host: str | None, origin: str | None) -> tuple[int, str] | None:
         """A refusal (status, reason), or None. A request without Origin is not from a browser: fine."""

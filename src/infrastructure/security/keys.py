@@ -1,5 +1,6 @@
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from cryptography.fernet import Fernet
@@ -7,16 +8,14 @@ from cryptography.fernet import Fernet
 logger = logging.getLogger(__name__)
 
 
-def secret_keys(configured: str | None, data_dir: Path) -> list[str]:
+def secret_keys(configured: Sequence[str], data_dir: Path) -> list[str]:
     """The configured keys, or one generated once and kept in the data directory.
 
     A generated key suits one machine; deployments with several processes or hosts set
     THREADLINE_SECRET_KEY so that every one of them can read the stored credentials.
     """
     if configured:
-        keys = [k.strip() for k in configured.split(",") if k.strip()]
-        if keys:
-            return keys
+        return list(configured)
     path = data_dir / "secret.key"
     if path.exists():
         return [path.read_text().strip()]
