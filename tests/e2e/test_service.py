@@ -24,6 +24,14 @@ async def test_openapi_offers_the_api_key_as_a_bearer_scheme(client: httpx.Async
     assert "security" not in spec["paths"]["/readyz"]["get"]
 
 
+async def test_openapi_documents_the_503_of_routes_that_use_the_database(client: httpx.AsyncClient) -> None:
+    spec = (await client.get("/openapi.json")).json()
+    unavailable = spec["paths"]["/v1/agents"]["post"]["responses"]["503"]
+    assert "Retry-After" in unavailable["headers"]
+    assert unavailable["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
+    assert "503" not in spec["paths"]["/healthz"]["get"]["responses"]
+
+
 async def test_tool_catalog_lists_native_tools_with_schemas(client: httpx.AsyncClient, tenant: Tenant) -> None:
     tools = (await client.get("/v1/tools", headers=tenant.admin)).json()
     by_type = {t["type"]: t for t in tools}

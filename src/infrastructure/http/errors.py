@@ -6,6 +6,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from application.errors import (
@@ -50,6 +51,23 @@ ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
 RETRY_AFTER_SECONDS = 5
 """How long a client is asked to wait before retrying when the database is unavailable."""
 CHALLENGE = 'Bearer realm="threadline"'
+
+
+class ErrorBody(BaseModel):
+    """The body of every error."""
+
+    error: str = Field(description="The error's name: NotFound, SlugTaken, StorageUnavailable...")
+    detail: str = Field(description="What went wrong")
+
+
+STORAGE_ERRORS: dict[int | str, dict[str, Any]] = {
+    503: {
+        "model": ErrorBody,
+        "description": "StorageUnavailable: the database cannot be reached; try again after Retry-After seconds",
+        "headers": {"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}},
+    }
+}
+"""What routes that read or write the database may answer besides their own responses (in OpenAPI)."""
 
 _HTTP_NAMES = {
     400: "BadRequest",

@@ -1,11 +1,13 @@
 import asyncio
 import contextlib
 from types import TracebackType
-from typing import Self
+from typing import NoReturn, Self
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from infrastructure.persistence.engine import READ_ONLY, Database
+from infrastructure.persistence.errors import translated
 from infrastructure.persistence.repositories.agents import SqlAgentRepository
 from infrastructure.persistence.repositories.api_keys import SqlApiKeyRepository
 from infrastructure.persistence.repositories.integrations import SqlMcpIntegrationRepository
@@ -50,11 +52,25 @@ class Transaction:
             await self._stack.aclose()  # closes the connection, then lets the next writer in
 
 
+DATABASE_ERRORS = (SQLAlchemyError, OSError)
+"""What the engine and the drivers raise (OSError: connections refused, reset or timed out)."""
+
+
+def _raise_translated(error: BaseException) -> NoReturn:
+    meaning = translated(error)
+    if meaning is None:
+        raise error
+    raise meaning from error
+
+
 class SqlAlchemyUnitOfWork:
     """`async with uow as tx:` opens one connection and one transaction, rolled back unless committed.
 
     The same instance may be entered again later, and by several tasks at once (parallel tool calls
     share their use cases): each `async with` gets a transaction of its own.
+
+    Database errors leave it as the application's errors: an outage as StorageUnavailable, a refused
+    constraint as the domain error it means (see persistence/errors.py).
     """
 
     def __init__(self, database: Database, *, read_only: bool = False) -> None:
@@ -66,6 +82,14 @@ class SqlAlchemyUnitOfWork:
         return SqlAlchemyUnitOfWork(self._database, read_only=True)
 
     async def __aenter__(self) -> Self:
+        try:
+            transaction = await self._begin()
+        except DATABASE_ERRORS as error:
+            _raise_translated(error)
+        self._open.setdefault(asyncio.current_task(), []).append(transaction)
+        return transaction  # type: ignore[return-value]  # it offers everything the port promises
+
+    async def _begin(self) -> Transaction:
         async with contextlib.AsyncExitStack() as stack:
             if not self._read_only:
                 await stack.enter_async_context(self._database.writing())
@@ -73,9 +97,7 @@ class SqlAlchemyUnitOfWork:
             if self._read_only:
                 await connection.execution_options(**{READ_ONLY: True})
             await connection.begin()
-            transaction = Transaction(connection, stack.pop_all(), self._read_only)
-        self._open.setdefault(asyncio.current_task(), []).append(transaction)
-        return transaction  # type: ignore[return-value]  # it offers everything the port promises
+            return Transaction(connection, stack.pop_all(), self._read_only)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -87,4 +109,11 @@ class SqlAlchemyUnitOfWork:
         transaction = opened.pop()
         if not opened:
             del self._open[task]
-        await transaction.close()
+        try:
+            await transaction.close()
+        except DATABASE_ERRORS as error:
+            if exc is None:
+                _raise_translated(error)
+            # the rollback failed after the work did: the work's error says more
+        if isinstance(exc, DATABASE_ERRORS) and (meaning := translated(exc)) is not None:
+            raise meaning from exc

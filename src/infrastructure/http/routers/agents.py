@@ -9,10 +9,11 @@ from application.use_cases.agents import CreateAgent, DeleteAgent, GetAgent, Lis
 from domain.ids import AgentId
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
+from infrastructure.http.errors import STORAGE_ERRORS
 from infrastructure.http.schemas.agents import AgentCreate, AgentOut, AgentUpdate
 from infrastructure.http.schemas.common import PageOut, page_request
 
-router = APIRouter(prefix="/v1/agents", tags=["agents"])
+router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=STORAGE_ERRORS)
 
 
 @router.post("", status_code=201, response_model=AgentOut)

@@ -9,10 +9,11 @@ from application.use_cases.api_keys import CreateApiKey, ListApiKeys, RevokeApiK
 from domain.ids import ApiKeyId
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
+from infrastructure.http.errors import STORAGE_ERRORS
 from infrastructure.http.schemas.api_keys import ApiKeyCreate, ApiKeyOut, IssuedApiKeyOut
 from infrastructure.http.schemas.common import PageOut, page_request
 
-router = APIRouter(prefix="/v1/api-keys", tags=["api keys"])
+router = APIRouter(prefix="/v1/api-keys", tags=["api keys"], responses=STORAGE_ERRORS)
 
 
 @router.post(

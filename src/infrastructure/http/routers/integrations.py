@@ -34,6 +34,7 @@ from domain.ids import IntegrationId, ThreadId
 from domain.integrations import IntegrationChanges
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
+from infrastructure.http.errors import STORAGE_ERRORS
 from infrastructure.http.schemas.common import PageOut, page_request
 from infrastructure.http.schemas.integrations import (
     CatalogOut,
@@ -54,7 +55,7 @@ from infrastructure.http.schemas.integrations import (
 )
 from infrastructure.http.schemas.sources import ImportedResourceOut
 
-router = APIRouter(prefix="/v1/mcp-integrations", tags=["MCP integrations"])
+router = APIRouter(prefix="/v1/mcp-integrations", tags=["MCP integrations"], responses=STORAGE_ERRORS)
 
 
 @router.post("", status_code=201, response_model=IntegrationOut, summary="Connect an MCP server (admin)")

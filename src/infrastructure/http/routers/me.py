@@ -6,9 +6,10 @@ from fastapi import APIRouter, Depends
 from application.use_cases.organizations import GetMe
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
+from infrastructure.http.errors import STORAGE_ERRORS
 from infrastructure.http.schemas.organizations import MeOut
 
-router = APIRouter(prefix="/v1", tags=["organization"])
+router = APIRouter(prefix="/v1", tags=["organization"], responses=STORAGE_ERRORS)
 
 
 @router.get("/me", response_model=MeOut, summary="The caller's organization and role")

@@ -15,6 +15,7 @@ from application.use_cases.prompt_templates import (
 )
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
+from infrastructure.http.errors import STORAGE_ERRORS
 from infrastructure.http.schemas.integrations import CatalogOut
 from infrastructure.http.schemas.prompt_templates import (
     RenderIn,
@@ -24,7 +25,7 @@ from infrastructure.http.schemas.prompt_templates import (
     TemplateUpdate,
 )
 
-router = APIRouter(prefix="/v1/prompt-templates", tags=["prompt templates"])
+router = APIRouter(prefix="/v1/prompt-templates", tags=["prompt templates"], responses=STORAGE_ERRORS)
 TemplateName = Annotated[str, Path(max_length=64)]
 
 

@@ -18,10 +18,11 @@ from domain.ids import AgentId, RunId, ThreadId
 from domain.runs import RunStatus
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
+from infrastructure.http.errors import STORAGE_ERRORS
 from infrastructure.http.schemas.common import PageOut, page_request
 from infrastructure.http.schemas.runs import RunCreate, RunOut, ToolResultsIn, sse_frame
 
-router = APIRouter(prefix="/v1", tags=["runs"])
+router = APIRouter(prefix="/v1", tags=["runs"], responses=STORAGE_ERRORS)
 HEARTBEAT_SECONDS = 15.0
 SSE = {
     "description": "With `stream: true`: a text/event-stream of run events",

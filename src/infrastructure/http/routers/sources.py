@@ -9,10 +9,11 @@ from application.use_cases.sources import GetSource, ListSources
 from domain.ids import AgentId, SourceId, ThreadId
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
+from infrastructure.http.errors import STORAGE_ERRORS
 from infrastructure.http.schemas.common import PageOut, page_request
 from infrastructure.http.schemas.sources import SourceOut, SourceSummaryOut
 
-router = APIRouter(prefix="/v1", tags=["sources"])
+router = APIRouter(prefix="/v1", tags=["sources"], responses=STORAGE_ERRORS)
 
 
 @router.get("/threads/{thread_id}/sources", response_model=PageOut[SourceSummaryOut])

@@ -17,10 +17,11 @@ from application.use_cases.threads import (
 from domain.ids import AgentId, ThreadId
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
+from infrastructure.http.errors import STORAGE_ERRORS
 from infrastructure.http.schemas.common import PageOut, page_request
 from infrastructure.http.schemas.threads import MessageCreate, MessageOut, ThreadCreate, ThreadOut
 
-router = APIRouter(prefix="/v1/threads", tags=["threads"])
+router = APIRouter(prefix="/v1/threads", tags=["threads"], responses=STORAGE_ERRORS)
 
 
 @router.post("", status_code=201, response_model=ThreadOut)

@@ -6,12 +6,11 @@ from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from application.errors import SlugTaken
 from domain.agents import Agent, ModelSettings
 from domain.ids import AgentId, IntegrationId, OrgId
 from domain.native_tools import ToolRef
 from domain.tools import ToolType
-from infrastructure.persistence.errors import violated_unique
+from infrastructure.persistence.errors import refused
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import agents
 
@@ -110,6 +109,4 @@ class SqlAgentRepository:
         try:
             await self._conn.execute(statement)
         except IntegrityError as error:
-            if violated_unique(error, agents) != "uq_agents_org_id_slug":
-                raise
-            raise SlugTaken(f"an agent with slug {slug!r} already exists in this organization") from None
+            raise refused(error, slug) from None

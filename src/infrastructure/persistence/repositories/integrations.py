@@ -5,7 +5,6 @@ from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from application.errors import SlugTaken
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import (
     AuthType,
@@ -16,7 +15,7 @@ from domain.integrations import (
     ToolFilter,
     Transport,
 )
-from infrastructure.persistence.errors import violated_unique
+from infrastructure.persistence.errors import refused
 from infrastructure.persistence.repositories._rows import utc, utc_required
 from infrastructure.persistence.tables import mcp_integrations as table
 
@@ -136,6 +135,4 @@ class SqlMcpIntegrationRepository:
         try:
             await self._conn.execute(statement)
         except IntegrityError as error:
-            if violated_unique(error, table) != "uq_mcp_integrations_org_id_slug":
-                raise
-            raise SlugTaken(f"an integration with slug {slug!r} already exists in this organization") from None
+            raise refused(error, slug) from None

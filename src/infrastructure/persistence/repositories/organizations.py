@@ -4,10 +4,9 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from application.errors import SlugTaken
 from domain.ids import OrgId
 from domain.organizations import Organization
-from infrastructure.persistence.errors import violated_unique
+from infrastructure.persistence.errors import refused
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import organizations
 
@@ -26,9 +25,7 @@ class SqlOrganizationRepository:
                 insert(organizations).values(id=org.id, name=org.name, slug=org.slug, created_at=org.created_at)
             )
         except IntegrityError as error:
-            if violated_unique(error, organizations) != "uq_organizations_slug":
-                raise
-            raise SlugTaken(f"an organization with slug {org.slug!r} already exists") from None
+            raise refused(error, org.slug) from None
 
     async def get(self, org_id: OrgId) -> Organization | None:
         row = (await self._conn.execute(select(organizations).where(organizations.c.id == org_id))).first()

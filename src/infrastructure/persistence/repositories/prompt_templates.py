@@ -8,9 +8,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from application.errors import SlugTaken
 from domain.ids import AgentId, OrgId
 from domain.prompt_templates import ArgumentType, PromptTemplate, TemplateArgument, TemplateMessage
+from infrastructure.persistence.errors import refused
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import prompt_argument_values as values_table
 from infrastructure.persistence.tables import prompt_templates as table
@@ -75,8 +75,8 @@ class SqlPromptTemplateRepository:
             await self._conn.execute(
                 insert(table).values(org_id=template.org_id, created_at=template.created_at, **_values(template))
             )
-        except IntegrityError:
-            raise SlugTaken(f"a prompt template named {template.name!r} already exists") from None
+        except IntegrityError as error:
+            raise refused(error, template.name) from None
 
     async def get(self, org_id: OrgId, name: str) -> PromptTemplate | None:
         row = (await self._conn.execute(select(table).where(table.c.org_id == org_id, table.c.name == name))).first()
@@ -93,8 +93,8 @@ class SqlPromptTemplateRepository:
                 .where(table.c.org_id == template.org_id, table.c.name == previous_name)
                 .values(**_values(template))
             )
-        except IntegrityError:
-            raise SlugTaken(f"a prompt template named {template.name!r} already exists") from None
+        except IntegrityError as error:
+            raise refused(error, template.name) from None
 
     async def delete(self, org_id: OrgId, name: str) -> None:
         await self._conn.execute(delete(table).where(table.c.org_id == org_id, table.c.name == name))

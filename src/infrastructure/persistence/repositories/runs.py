@@ -6,7 +6,6 @@ from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from application.errors import IdempotencyConflict
 from domain.ids import AgentId, OrgId, RunId, ThreadId
 from domain.run_events import RunEvent, RunEventType
 from domain.runs import (
@@ -19,7 +18,7 @@ from domain.runs import (
     StepToolCall,
 )
 from domain.usage import Usage
-from infrastructure.persistence.errors import violated_unique
+from infrastructure.persistence.errors import refused
 from infrastructure.persistence.repositories._rows import utc, utc_required
 from infrastructure.persistence.tables import run_events, runs
 from infrastructure.run_event_json import event_data, event_payload
@@ -144,9 +143,7 @@ class SqlRunRepository:
         try:
             await self._conn.execute(_INSERT, values)
         except IntegrityError as error:
-            if violated_unique(error, runs) != "uq_runs_org_id_idempotency_key":
-                raise
-            raise IdempotencyConflict("a run with this idempotency key exists") from None
+            raise refused(error, run.idempotency_key or "") from None
 
     async def get(self, org_id: OrgId, run_id: RunId, *, for_update: bool = False) -> Run | None:
         query = _GET_FOR_UPDATE if for_update else _GET
