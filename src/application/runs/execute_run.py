@@ -4,7 +4,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable
 
-from application.errors import ModelError
+from application.errors import ModelError, StorageUnavailable
 from application.ports.execution import INTERRUPTED
 from application.ports.tracing import Level, RunTrace, Tracer
 from application.runs.model_call import ModelCall
@@ -16,6 +16,7 @@ from domain.ids import OrgId, RunId
 from domain.runs import Run, RunErrorCode, RunStatus
 
 logger = logging.getLogger(__name__)
+STORAGE_FAILURE = "the database became unavailable while the run was executing"
 
 
 class ExecuteRun:
@@ -36,7 +37,8 @@ class ExecuteRun:
         self._tracer = tracer
 
     async def execute(self, org_id: OrgId, run_id: RunId, *, depth: int = 0) -> Run:
-        """The run as it stands when it stops: ended, or waiting for the client. Raises RunNotFound."""
+        """The run as it stands when it stops: ended, or waiting for the client. Raises RunNotFound, or
+        StorageUnavailable when the run cannot be started (it stays queued, for recovery)."""
         began = await self._recorder.begin(org_id, run_id)
         if isinstance(began, Run):
             return began
@@ -55,6 +57,9 @@ class ExecuteRun:
             await self._settle_cancelled(state, interrupted=interrupted)
             state.trace.end(level=Level.WARNING, status_message="interrupted" if interrupted else "cancelled")
             raise
+        except StorageUnavailable as error:
+            logger.warning("run stopped: %s", error.detail, extra={"run_id": str(run_id)})
+            await self._fail_for_storage(state)
         except Exception:
             logger.exception("run failed unexpectedly", extra={"run_id": str(run_id)})
             await self._fail_unexpectedly(state)
@@ -112,8 +117,26 @@ class ExecuteRun:
             return
         try:
             await self._recorder.fail(state, RunErrorCode.INTERNAL_ERROR, "the run failed unexpectedly")
+        except StorageUnavailable as error:
+            _left_for_recovery(state, error)
         except Exception:
             logger.exception("could not record a run's failure", extra={"run_id": str(state.run.id)})
+
+    async def _fail_for_storage(self, state: RunState) -> None:
+        """Best effort: the database may be back already. If not, the run stays as stored, for recovery."""
+        try:
+            await self._recorder.fail_as_stored(state, RunErrorCode.STORAGE_UNAVAILABLE, STORAGE_FAILURE)
+        except StorageUnavailable as error:
+            _left_for_recovery(state, error)
+        except Exception:
+            logger.exception("could not record a run's failure", extra={"run_id": str(state.run.id)})
+
+
+def _left_for_recovery(state: RunState, error: StorageUnavailable) -> None:
+    """Logged without a traceback: the database is down, the code is fine. RecoverRuns settles the run later."""
+    logger.warning(
+        "could not record how a run ended, left for recovery: %s", error.detail, extra={"run_id": str(state.run.id)}
+    )
 
 
 async def _shielded(ending: Awaitable[StepOutcome], state: RunState) -> None:
@@ -121,6 +144,8 @@ async def _shielded(ending: Awaitable[StepOutcome], state: RunState) -> None:
         await asyncio.shield(ending)
     except asyncio.CancelledError:
         pass
+    except StorageUnavailable as error:
+        _left_for_recovery(state, error)
     except Exception:
         logger.exception("could not record how a run ended", extra={"run_id": str(state.run.id)})
 

@@ -10,6 +10,8 @@ After each write, the durable state of a run is:
   tool_call.completed event; the run is in_progress (its next step calls the model) or requires_action
   (it waits for the results of the client's tools).
 - `fail` / `cancel`: the run ended, with its terminal event.
+- `fail_as_stored`: the same, for the run as the database has it (after a write that failed, the run in
+  memory may be ahead of it).
 So an in_progress run whose thread ends with an answer that has tool calls was stopped while those calls
 were in flight; any other in_progress run goes on with a model call.
 """
@@ -23,7 +25,7 @@ from application.ports.execution import RunEventBus
 from application.ports.llm import ModelToolCall
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
-from application.runs.events import RunEventStream
+from application.runs.events import RunEventStream, store_ending
 from application.runs.model_call import ModelAnswer
 from application.runs.step import RunState, StepOutcome
 from application.runs.tools.calls import StepResults
@@ -157,6 +159,25 @@ class RunRecorder:
 
     async def fail(self, state: RunState, code: str, message: str) -> StepOutcome:
         await self._end(state, lambda run, now: run.fail(code, message, now))
+        return StepOutcome.FAILED
+
+    async def fail_as_stored(self, state: RunState, code: str, message: str) -> StepOutcome:
+        """Fail the run as stored, unless it ended meanwhile; `state.run` becomes the stored run."""
+        run = state.run
+        async with self._uow as uow:
+            stored = await uow.runs.get(run.org_id, run.id, for_update=True)
+            if stored is None:  # deleted with its thread
+                return StepOutcome.FAILED
+            ended = None
+            if not stored.status.is_terminal:
+                stored.trace_id = stored.trace_id or run.trace_id
+                stored.warnings = stored.warnings or run.warnings
+                stored.fail(code, message, self._clock.now())
+                ended = await store_ending(uow, stored, self._bus, self._clock)
+                await uow.commit()
+        state.run = stored
+        if ended is not None:
+            await self._bus.publish(ended)
         return StepOutcome.FAILED
 
     async def interrupt(self, state: RunState) -> StepOutcome:

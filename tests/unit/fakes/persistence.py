@@ -12,7 +12,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from application.errors import IdempotencyConflict, SlugTaken
+from application.errors import IdempotencyConflict, SlugTaken, StorageUnavailable
 from application.ports.persistence import (
     AgentRepository,
     ApiKeyRepository,
@@ -59,6 +59,8 @@ class Store:
     templates: dict[tuple[OrgId, str], PromptTemplate] = field(default_factory=dict)
     argument_values: dict[tuple[OrgId, str, str, str], datetime] = field(default_factory=dict)
     commits: int = 0
+    failing_commits: int = 0
+    """How many of the next commits fail with StorageUnavailable (the database went away), writing nothing."""
 
 
 class Table(Generic[K, V]):
@@ -496,6 +498,9 @@ class FakeUnitOfWork:
     async def commit(self) -> None:
         if self._read_only:
             raise RuntimeError("a read-only unit of work cannot commit")
+        if self.store.failing_commits > 0:
+            self.store.failing_commits -= 1
+            raise StorageUnavailable("the database is unavailable; try again shortly")
         for table in self._tables:
             table.commit()
         self.store.commits += 1

@@ -1,0 +1,108 @@
+"""A run whose database goes away: it fails with storage_unavailable when that can still be written, and is
+left for recovery when it cannot."""
+
+import logging
+
+import pytest
+
+from application.errors import StorageUnavailable
+from application.ports.llm import ModelRequest
+from application.ports.tracing import Level
+from application.runs.create_run import CreateRun, CreateRunCommand
+from application.runs.recover_runs import RecoverRuns
+from domain.run_events import RunFailed
+from domain.runs import Run, RunStatus
+from tests.unit.fakes.app import FakeApp, admin
+from tests.unit.fakes.ports import answer, call, calls
+
+
+async def queued(app: FakeApp) -> Run:
+    org = await app.organization()
+    agent = await app.agent(org)
+    thread = await app.thread(agent)
+    command = CreateRunCommand(caller=admin(org), thread_id=thread.id, input="Hello")
+    return (await CreateRun(app.uow, app.clock, app.ids, app.bus, app.executor).execute(command)).run
+
+
+async def stored(app: FakeApp, run: Run) -> Run:
+    async with app.uow.read_only() as uow:
+        found = await uow.runs.get(run.org_id, run.id)
+    assert found is not None
+    return found
+
+
+def fail_commits_during_the_model_call(app: FakeApp, count: int) -> None:
+    async def outage(_request: ModelRequest) -> None:
+        app.store.failing_commits = count
+
+    app.model.before = outage
+
+
+async def test_a_run_whose_answer_cannot_be_stored_fails_with_storage_unavailable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = FakeApp()
+    app.model.then(answer("Hi there"))
+    run = await queued(app)
+    fail_commits_during_the_model_call(app, 1)
+    with caplog.at_level(logging.WARNING):
+        failed = await app.execute_run().execute(run.org_id, run.id)
+
+    assert failed.status is RunStatus.FAILED and failed.error is not None
+    assert failed.error.code == "storage_unavailable"
+    assert await stored(app, run) == failed
+    assert failed.step_count == 0  # the answer was never stored
+    assert app.bus.types(run.id)[-1] == "run.failed"
+    ended = app.bus.published[-1].payload
+    assert isinstance(ended, RunFailed) and ended.error.code == "storage_unavailable"
+    trace_end = app.tracer.of(run.id).ended
+    assert trace_end is not None and trace_end["level"] is Level.ERROR
+    assert "internal_error" not in caplog.text and all(r.exc_info is None for r in caplog.records)
+
+
+async def test_a_run_that_completed_only_in_memory_fails_as_stored() -> None:
+    """The answer that would complete the run is lost with its write: the stored run, still in progress, fails."""
+    app = FakeApp()
+    app.model.then(calls(call("nothing_here")), answer("Done"))
+    run = await queued(app)
+
+    async def outage_on_second_call(request: ModelRequest) -> None:
+        if len(app.model.requests) == 2:
+            app.store.failing_commits = 1
+
+    app.model.before = outage_on_second_call
+    failed = await app.execute_run().execute(run.org_id, run.id)
+    assert failed.status is RunStatus.FAILED and failed.error is not None
+    assert failed.error.code == "storage_unavailable"
+    assert failed.step_count == 1  # the first step was stored, the second was not
+    assert await stored(app, run) == failed
+
+
+async def test_when_even_the_failure_cannot_be_stored_the_run_is_left_for_recovery(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = FakeApp()
+    app.model.then(answer("Hi there"))
+    run = await queued(app)
+    fail_commits_during_the_model_call(app, 2)
+    with caplog.at_level(logging.WARNING):
+        await app.execute_run().execute(run.org_id, run.id)
+
+    assert (await stored(app, run)).status is RunStatus.IN_PROGRESS
+    left = [r for r in caplog.records if "left for recovery" in r.getMessage()]
+    assert [(r.levelno, r.exc_info) for r in left] == [(logging.WARNING, None)]
+    assert all(r.levelno < logging.ERROR for r in caplog.records)
+
+    interrupted, _ = await RecoverRuns(app.uow, app.clock, app.bus, app.executor).execute()
+    recovered = await stored(app, run)
+    assert interrupted == 1 and recovered.error is not None and recovered.error.code == "interrupted"
+
+
+async def test_a_run_that_cannot_be_started_stays_queued() -> None:
+    app = FakeApp()
+    run = await queued(app)
+    app.store.failing_commits = 1
+    with pytest.raises(StorageUnavailable):
+        await app.execute_run().execute(run.org_id, run.id)
+    assert (await stored(app, run)).status is RunStatus.QUEUED
+    assert app.model.requests == []
