@@ -20,6 +20,7 @@ from infrastructure.http.routers import (
     threads,
     tools,
 )
+from infrastructure.http.text_guard import NulInUrlMiddleware
 from infrastructure.resources import close_resources, open_resources
 
 logger = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ def create_app(container: Container | None = None) -> FastAPI:
     app.state.container = container
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings().max_request_bytes)
+    app.add_middleware(NulInUrlMiddleware)
     for module in ROUTERS:
         app.include_router(module.router)
     # The MCP endpoint is a plain ASGI app (the SDK's transport) behind API key authentication.

@@ -1,17 +1,27 @@
-from typing import Annotated, Generic, Self, TypeVar
+from typing import Annotated, Any, Generic, Self, TypeVar
 
 from fastapi import Query
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from application.pagination import DEFAULT_LIMIT, MAX_LIMIT, PageRequest
+from infrastructure.http.text_guard import NUL_REFUSED, nul_location
 
 T = TypeVar("T")
 
 
 class RequestModel(BaseModel):
-    """Bodies sent to us: unknown fields are refused."""
+    """Bodies sent to us: unknown fields are refused, and so is text holding a NUL character anywhere
+    (keys and values, free-form JSON included)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        where = nul_location(data)
+        if where is not None:
+            raise ValueError(f"{where or 'the body'}: {NUL_REFUSED}")
+        return data
 
 
 class PatchModel(RequestModel):
