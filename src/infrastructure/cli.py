@@ -19,7 +19,7 @@ from domain.ids import ApiKeyId
 from infrastructure.container import Container
 from infrastructure.logging import configure_logging
 from infrastructure.persistence import migrations
-from infrastructure.resources import close_resources
+from infrastructure.resources import close_resources, open_resources
 from infrastructure.settings import invalid_settings
 
 T = TypeVar("T")
@@ -102,6 +102,37 @@ def serve(
         access_log=True,
         lifespan="on",
     )
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[int | None, typer.Option(help="Runs at once (THREADLINE_WORKER_CONCURRENCY)")] = None,
+    queues: Annotated[list[str] | None, typer.Option("--queue", help="Queue to take runs from (repeatable)")] = None,
+) -> None:
+    """Execute runs taken from the job queue (THREADLINE_EXECUTOR=queue, PostgreSQL), until SIGTERM or Ctrl+C."""
+    from infrastructure.execution.job_queue import QUEUE, work
+    from infrastructure.settings import Executor
+
+    container = Container()
+    settings = container.settings()
+    configure_logging(settings.log_level, settings.log_format)
+    if settings.executor is not Executor.QUEUE:
+        raise _fail("a worker executes runs of the job queue: set THREADLINE_EXECUTOR=queue (PostgreSQL)")
+
+    async def main() -> None:
+        await open_resources(container)
+        try:
+            await work(
+                container.run_executor(),
+                container.worker_runs(),
+                queues=queues or [QUEUE],
+                concurrency=concurrency or settings.worker_concurrency,
+                grace_seconds=settings.worker_grace_seconds,
+            )
+        finally:
+            await close_resources(container)
+
+    asyncio.run(main())
 
 
 async def _caller_for(container: Container, org_slug: str) -> Caller:

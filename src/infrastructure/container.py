@@ -72,7 +72,7 @@ from application.use_cases.threads import (
 )
 from domain.tools import ToolType
 from infrastructure import resources
-from infrastructure.execution.event_bus import InMemoryRunEventBus
+from infrastructure.execution.job_queue import WorkerRuns
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
 from infrastructure.mcp_server.endpoint import McpEndpoint
 from infrastructure.mcp_server.host_check import HostCheck
@@ -215,7 +215,7 @@ class Container(containers.DeclarativeContainer):
         max_retries=settings.provided.openai_max_retries,
     )
     tracer = providers.Resource(resources.tracer, settings)
-    run_event_bus = providers.Singleton(InMemoryRunEventBus)
+    run_event_bus = providers.Resource(resources.run_event_bus, settings)
     commands = providers.Singleton(OperatorCommandRunner.from_file, settings.provided.commands_file)
     web_search = providers.Singleton(SearxngWebSearch, settings.provided.search_url)
     code_sandbox = providers.Singleton(SubprocessPythonSandbox, settings.provided.code_execution_enabled)
@@ -261,11 +261,8 @@ class Container(containers.DeclarativeContainer):
         ),
         tracer=tracer,
     )
-    run_executor = resources.Background(
-        resources.run_executor,
-        execute_run=execute_run.provider,
-        concurrency=settings.provided.max_concurrent_runs,
-    )
+    run_executor = resources.Background(resources.run_executor, settings, execute_run.provider)
+    worker_runs = providers.Singleton(WorkerRuns, providers.Callable(resources.executing, execute_run.provider))
     create_run = providers.Factory(CreateRun, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor)
     get_run = providers.Factory(GetRun, uow=uow)
     list_runs = providers.Factory(ListRuns, uow=uow)

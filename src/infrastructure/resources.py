@@ -5,19 +5,24 @@ Each resource is built on first use (a CLI command builds only what it uses) and
 the prompt directory watch), then the rest.
 """
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 from dependency_injector import containers, providers
 
+from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.tracing import Tracer
 from application.runs.execute_run import ExecuteRun
 from domain.ids import OrgId, RunId
+from infrastructure.execution import job_queue
+from infrastructure.execution.event_bus import InMemoryRunEventBus
 from infrastructure.execution.in_process import InProcessRunExecutor
+from infrastructure.execution.job_queue import QueueRunExecutor
+from infrastructure.execution.pg_event_bus import PostgresRunEventBus
 from infrastructure.llm import ModelRouter, language_model
 from infrastructure.mcp_client.gateway import SdkMcpGateway
 from infrastructure.persistence.engine import Database
-from infrastructure.settings import Settings
+from infrastructure.settings import Executor, Settings
 from infrastructure.template_files.registry import TemplateFileRegistry
 from infrastructure.tracing import LangfuseTracer, NoopTracer
 
@@ -96,15 +101,37 @@ async def mcp_gateway(**settings: Any) -> AsyncIterator[SdkMcpGateway]:
         await gateway.close()
 
 
-async def run_executor(execute_run: Callable[[], ExecuteRun], concurrency: int) -> AsyncIterator[InProcessRunExecutor]:
+def executing(execute_run: Callable[[], ExecuteRun]) -> Callable[[OrgId, RunId], Coroutine[object, None, object]]:
     async def execute(org_id: OrgId, run_id: RunId) -> object:
         return await execute_run().execute(org_id, run_id)  # a fresh ExecuteRun per run: they are cheap
 
-    executor = InProcessRunExecutor(execute, concurrency=concurrency)
+    return execute
+
+
+async def run_executor(settings: Settings, execute_run: Callable[[], ExecuteRun]) -> AsyncIterator[RunExecutor]:
+    """In worker mode, the job queue (a worker process takes its jobs from the same object); else this process."""
+    if settings.executor is Executor.QUEUE:
+        async with job_queue.opened(settings.database_url) as app:
+            yield QueueRunExecutor(app)
+        return
+    executor = InProcessRunExecutor(executing(execute_run), concurrency=settings.max_concurrent_runs)
     try:
         yield executor
     finally:
         await executor.shutdown()
+
+
+async def run_event_bus(settings: Settings) -> AsyncIterator[RunEventBus]:
+    """In worker mode, events travel between processes through PostgreSQL; else they stay in this one."""
+    if settings.executor is not Executor.QUEUE:
+        yield InMemoryRunEventBus()
+        return
+    bus = PostgresRunEventBus(settings.database_url)
+    await bus.start()
+    try:
+        yield bus
+    finally:
+        await bus.close()
 
 
 async def template_files(**settings: Any) -> AsyncIterator[TemplateFileRegistry]:

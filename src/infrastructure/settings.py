@@ -1,9 +1,11 @@
 import ipaddress
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationError
+from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
 
 
 def _split(value: object) -> object:
@@ -25,6 +27,13 @@ def _networks(values: list[str]) -> list[str]:
 CommaSeparated = Annotated[list[str], NoDecode, BeforeValidator(_split)]
 """A list, written in the environment as `a,b,c`."""
 Networks = Annotated[CommaSeparated, AfterValidator(_networks)]
+
+
+class Executor(StrEnum):
+    IN_PROCESS = "in_process"
+    """Runs execute in the API process that received them (the embedded default)."""
+    QUEUE = "queue"
+    """API processes queue runs; `threadline worker` processes execute them (PostgreSQL only)."""
 
 
 class Settings(BaseSettings):
@@ -77,6 +86,15 @@ class Settings(BaseSettings):
     langfuse_release: str | None = Field(default=None, description="Langfuse release of the traces")
     langfuse_timeout_seconds: int = Field(default=5, ge=1, description="Timeout of one trace export")
     max_concurrent_runs: int = Field(default=256, ge=1, description="Runs executed at once by this process")
+    executor: Executor = Field(
+        default=Executor.IN_PROCESS,
+        description="Where runs execute: `in_process` (the API process) or `queue` (`threadline worker` processes "
+        "take them from a job queue in the database; PostgreSQL only)",
+    )
+    worker_concurrency: int = Field(default=64, ge=1, description="Runs one `threadline worker` executes at once")
+    worker_grace_seconds: float = Field(
+        default=10, ge=0, description="On SIGTERM, how long a worker lets its runs go on before it stops them"
+    )
     recover_runs: bool = Field(
         default=True,
         description="At start, resume queued runs and fail interrupted ones (one API process per database)",
@@ -110,6 +128,14 @@ class Settings(BaseSettings):
     code_execution_enabled: bool = Field(
         default=False, description="Let agents run Python in a subprocess (not an isolation boundary)"
     )
+
+    @field_validator("executor")
+    @classmethod
+    def _queue_needs_postgresql(cls, executor: Executor, info: ValidationInfo) -> Executor:
+        url = info.data.get("database_url")
+        if executor is Executor.QUEUE and url is not None and make_url(url).get_backend_name() != "postgresql":
+            raise ValueError("`queue` needs PostgreSQL: THREADLINE_DATABASE_URL is not a postgresql+asyncpg URL")
+        return executor
 
 
 def invalid_settings(error: ValidationError) -> str | None:

@@ -140,3 +140,19 @@ async def test_a_command_opens_only_the_resources_it_uses_and_closes_them(settin
     assert opened == {"database"}  # no model client, tracer, MCP sessions, run executor or prompt watch
     await close_resources(container)
     assert not container.database.initialized
+
+
+def test_worker_mode_needs_postgresql_and_says_so(cli_env: dict[str, str]) -> None:
+    worker = cli(cli_env, "worker")
+    assert worker.returncode == 1
+    assert "THREADLINE_EXECUTOR=queue" in worker.stderr and "Traceback" not in worker.stderr
+
+    queue_on_sqlite = subprocess.run(
+        [THREADLINE, "serve"],
+        env=cli_env | {"THREADLINE_EXECUTOR": "queue", "THREADLINE_DATABASE_URL": "sqlite+aiosqlite:///never.db"},
+        capture_output=True,
+        text=True,
+    )
+    assert queue_on_sqlite.returncode == 2
+    assert "THREADLINE_EXECUTOR: `queue` needs PostgreSQL" in queue_on_sqlite.stderr
+    assert "Traceback" not in queue_on_sqlite.stderr

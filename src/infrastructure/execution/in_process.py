@@ -5,6 +5,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from application.errors import StorageUnavailable
 from application.ports.execution import INTERRUPTED
 from domain.ids import OrgId, RunId
 
@@ -34,6 +35,9 @@ class InProcessRunExecutor:
                 await self._execute(org_id, run_id)
             except asyncio.CancelledError:
                 raise
+            except StorageUnavailable:
+                # The run stays as stored (queued, or in progress) for recovery; the outage is logged where it happened.
+                logger.warning("a run could not execute: the database is unavailable", extra={"run_id": str(run_id)})
             except Exception:
                 logger.exception("run execution crashed", extra={"run_id": str(run_id)})
 

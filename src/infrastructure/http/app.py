@@ -22,6 +22,7 @@ from infrastructure.http.routers import (
 )
 from infrastructure.http.text_guard import NulInUrlMiddleware
 from infrastructure.resources import close_resources, open_resources
+from infrastructure.settings import Executor
 
 logger = logging.getLogger(__name__)
 ROUTERS = (health, me, api_keys, agents, threads, tools, integrations, sources, runs, prompt_templates)
@@ -38,7 +39,9 @@ def create_app(container: Container | None = None) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await open_resources(container)
         try:
-            if container.settings().recover_runs:
+            settings = container.settings()
+            # In worker mode, runs belong to the workers: an API process that starts leaves them alone.
+            if settings.recover_runs and settings.executor is Executor.IN_PROCESS:
                 interrupted, resubmitted = await container.recover_runs().execute()
                 if interrupted or resubmitted:
                     logger.info("recovered runs", extra={"interrupted": interrupted, "resubmitted": resubmitted})

@@ -1,0 +1,107 @@
+"""Runs executed by `threadline worker` processes, taken from a procrastinate job queue on PostgreSQL.
+
+An API process in worker mode queues a job per run (and never executes runs); any worker takes it. A run's
+job has the run as its lock, so two workers never execute one run at once; a thread has at most one active
+run (run creation locks the thread), so a thread's runs execute in order. Cancelling a run aborts its job:
+the worker that holds it cancels the run's task at once.
+"""
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Callable, Coroutine
+from uuid import UUID
+
+import procrastinate
+from procrastinate.exceptions import AlreadyEnqueued
+from procrastinate.job_context import AbortReason, JobContext
+
+from application.ports.execution import INTERRUPTED
+from domain.ids import OrgId, RunId
+from infrastructure.execution.pg_event_bus import libpq_dsn
+
+logger = logging.getLogger(__name__)
+
+QUEUE = "runs"
+TASK = "execute_run"
+RUNS = "threadline_runs"
+"""The key of the worker's run executor in the jobs' context."""
+
+Execute = Callable[[OrgId, RunId], Coroutine[object, None, object]]
+
+
+def job_queue(database_url: str) -> procrastinate.App:
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=libpq_dsn(database_url)))
+    app.task(name=TASK, queue=QUEUE, pass_context=True)(_execute_run_job)
+    return app
+
+
+@contextlib.asynccontextmanager
+async def opened(database_url: str) -> AsyncIterator[procrastinate.App]:
+    async with job_queue(database_url).open_async() as app:
+        yield app
+
+
+async def _execute_run_job(context: JobContext, org_id: str, run_id: str) -> None:
+    runs: WorkerRuns = context.additional_context[RUNS]
+    await runs.execute(context, OrgId(UUID(org_id)), RunId(UUID(run_id)))
+
+
+class QueueRunExecutor:
+    """The API side: queues a job per run; cancelling aborts the run's job wherever it executes."""
+
+    def __init__(self, app: procrastinate.App) -> None:
+        self.app = app
+
+    async def submit(self, org_id: OrgId, run_id: RunId) -> None:
+        job = self.app.configure_task(TASK, lock=str(run_id), queueing_lock=str(run_id))
+        with contextlib.suppress(AlreadyEnqueued):  # queued already, and not taken yet
+            await job.defer_async(org_id=str(org_id), run_id=str(run_id))
+
+    async def cancel(self, run_id: RunId) -> bool:
+        """Aborts the run's job if a worker holds it; the run records itself cancelled there. Returns False:
+        the run never executes in this process."""
+        rows = await self.app.connector.execute_query_all_async(
+            "SELECT id FROM procrastinate_jobs WHERE lock = %(lock)s AND status = 'doing'", lock=str(run_id)
+        )
+        for row in rows:
+            await self.app.job_manager.cancel_job_by_id_async(row["id"], abort=True)
+        return False
+
+
+class WorkerRuns:
+    """The worker side: executes the runs of the jobs the worker takes. A job aborted by a user's cancel
+    cancels its run (which records itself cancelled); one aborted because the worker stops interrupts it."""
+
+    def __init__(self, execute: Execute) -> None:
+        self._execute = execute
+
+    async def execute(self, context: JobContext, org_id: OrgId, run_id: RunId) -> None:
+        task = asyncio.create_task(self._execute(org_id, run_id), name=f"run-{run_id}")
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            stopping = context.abort_reason() is AbortReason.SHUTDOWN
+            task.cancel(INTERRUPTED if stopping else None)
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            raise
+
+
+async def work(
+    executor: object, runs: WorkerRuns, *, queues: list[str], concurrency: int, grace_seconds: float
+) -> None:
+    """Be a worker until SIGTERM or SIGINT: take the queues' jobs, `concurrency` at a time."""
+    if not isinstance(executor, QueueRunExecutor):
+        raise TypeError("a worker needs the job queue executor (THREADLINE_EXECUTOR=queue)")
+    await executor.app.run_worker_async(
+        queues=queues,
+        concurrency=concurrency,
+        name=f"threadline-{socket.gethostname()}-{os.getpid()}",
+        additional_context={RUNS: runs},
+        shutdown_graceful_timeout=grace_seconds,
+        install_signal_handlers=True,
+        listen_notify=True,
+    )

@@ -1,0 +1,186 @@
+"""Worker mode as deployed: two `threadline serve` replicas that queue runs and two `threadline worker`
+processes that execute them, real processes on one PostgreSQL database, the model a fake on loopback."""
+
+import asyncio
+import contextlib
+import os
+import re
+import socket
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.databases import POSTGRES_URL, backend, postgres_database
+from tests.e2e.runs import sse_events
+from tests.fakes.openai_server import FakeOpenAI, echo_text
+
+pytestmark = pytest.mark.skipif(
+    backend() != "postgresql", reason="worker mode needs PostgreSQL (set THREADLINE_TEST_POSTGRES_URL)"
+)
+THREADLINE = str(Path(sys.executable).with_name("threadline"))
+
+
+@dataclass
+class Process:
+    name: str
+    process: asyncio.subprocess.Process
+    log: list[str] = field(default_factory=list)
+    drain: asyncio.Task[None] | None = None
+
+    async def wait_for_line(self, pattern: str) -> None:
+        assert self.process.stderr is not None
+        while line := (await self.process.stderr.readline()).decode():
+            self.log.append(line)
+            if re.search(pattern, line):
+                self.drain = asyncio.create_task(self._drain())
+                return
+        pytest.fail(f"{self.name} exited before saying {pattern!r}:\n{''.join(self.log)}")
+
+    async def _drain(self) -> None:
+        assert self.process.stderr is not None
+        while line := (await self.process.stderr.readline()).decode():
+            self.log.append(line)
+
+    async def stop(self) -> None:
+        if self.process.returncode is None:
+            self.process.terminate()
+            await asyncio.wait_for(self.process.wait(), 30)
+        if self.drain is not None:
+            await self.drain
+
+
+@dataclass
+class Deployment:
+    apis: list[str]
+    workers: list[Process]
+    headers: dict[str, str]
+    model: FakeOpenAI
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _run(env: dict[str, str], *args: str) -> str:
+    process = await asyncio.create_subprocess_exec(
+        THREADLINE, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def _start(name: str, env: dict[str, str], *args: str, ready: str) -> Process:
+    process = await asyncio.create_subprocess_exec(THREADLINE, *args, env=env, stderr=asyncio.subprocess.PIPE)
+    started = Process(name, process)
+    await asyncio.wait_for(started.wait_for_line(ready), 60)
+    return started
+
+
+@pytest.fixture(scope="module")
+async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Deployment]:
+    assert POSTGRES_URL is not None
+    stack = contextlib.ExitStack()  # the scratch database is made and dropped outside the event loop
+    url = await asyncio.to_thread(stack.enter_context, postgres_database(POSTGRES_URL, "threadline_workers"))
+    try:
+        async with FakeOpenAI(responder=echo_text, record_requests=False) as model:
+            env = os.environ | {
+                "THREADLINE_DATABASE_URL": url,
+                "THREADLINE_EXECUTOR": "queue",
+                "THREADLINE_LOG_FORMAT": "text",
+                "THREADLINE_OPENAI_API_KEY": "sk-test",
+                "THREADLINE_OPENAI_BASE_URL": model.base_url,
+                "THREADLINE_DATA_DIR": str(tmp_path_factory.mktemp("data")),
+                "THREADLINE_SECRET_KEY": "worker mode test key",
+            }
+            await _run(env, "migrate")
+            key = re.search(r"(tl_\S+)", await _run(env, "orgs", "create", "Workers"))
+            assert key is not None
+            processes: list[Process] = []
+            try:
+                ports = [_free_port(), _free_port()]
+                for index, port in enumerate(ports):
+                    args = ("serve", "--no-migrate", "--port", str(port))
+                    processes.append(await _start(f"api-{index}", env, *args, ready="Application startup complete"))
+                workers = [await _start(f"worker-{i}", env, "worker", ready="Starting worker") for i in range(2)]
+                processes += workers
+                yield Deployment(
+                    apis=[f"http://127.0.0.1:{port}" for port in ports],
+                    workers=workers,
+                    headers={"Authorization": f"Bearer {key.group(1)}"},
+                    model=model,
+                )
+            finally:
+                await asyncio.gather(*(p.stop() for p in processes))
+    finally:
+        await asyncio.to_thread(stack.close)
+
+
+async def _thread(client: httpx.AsyncClient, deployment: Deployment) -> str:
+    agent = await client.post(
+        "/v1/agents", json={"name": f"Agent {uuid.uuid4().hex[:8]}", "model": "gpt-test"}, headers=deployment.headers
+    )
+    assert agent.status_code == 201, agent.text
+    thread = await client.post("/v1/threads", json={"agent_id": agent.json()["id"]}, headers=deployment.headers)
+    return str(thread.json()["id"])
+
+
+async def test_a_run_created_on_one_replica_streams_to_completion_from_the_other(deployment: Deployment) -> None:
+    async with httpx.AsyncClient(base_url=deployment.apis[0]) as a, httpx.AsyncClient(base_url=deployment.apis[1]) as b:
+        thread = await _thread(a, deployment)
+        created = await a.post(f"/v1/threads/{thread}/runs", json={"input": "hello"}, headers=deployment.headers)
+        assert created.status_code == 201, created.text
+        run_id = created.json()["id"]
+        stream = await b.get(f"/v1/runs/{run_id}/events", headers=deployment.headers, timeout=30)
+        events = sse_events(stream.text)
+        assert events[-1]["type"] == "run.completed", events
+        answer = events[-1]["data"]["answer"]
+        assert "hello" in answer
+        assert [e["seq"] for e in events] == sorted({e["seq"] for e in events})  # in order, none twice
+        assert "".join(e["data"]["text"] for e in events if e["type"] == "message.delta") == answer
+    executed = [w.name for w in deployment.workers if any(run_id in line for line in w.log)]
+    assert len(executed) == 1  # a worker executed it, not an API process
+
+
+async def test_cancel_through_one_replica_stops_the_run_a_worker_holds(deployment: Deployment) -> None:
+    held = deployment.model.hold(first_text="thinking")
+    async with httpx.AsyncClient(base_url=deployment.apis[0]) as a, httpx.AsyncClient(base_url=deployment.apis[1]) as b:
+        thread = await _thread(a, deployment)
+        created = await a.post(f"/v1/threads/{thread}/runs", json={"input": "ponder"}, headers=deployment.headers)
+        run_id = created.json()["id"]
+        await asyncio.wait_for(held.received.wait(), 30)
+        cancelled = await b.post(f"/v1/runs/{run_id}/cancel", headers=deployment.headers)
+        assert cancelled.status_code == 200, cancelled.text
+        await asyncio.wait_for(held.abandoned.wait(), 1)  # the model call was stopped within a second
+        stream = await a.get(f"/v1/runs/{run_id}/events", headers=deployment.headers, timeout=30)
+        assert sse_events(stream.text)[-1]["type"] == "run.cancelled"
+        run = (await b.get(f"/v1/runs/{run_id}", headers=deployment.headers)).json()
+    assert run["status"] == "cancelled"
+
+
+async def test_many_runs_spread_over_both_workers_and_each_completes_once(deployment: Deployment) -> None:
+    async with httpx.AsyncClient(base_url=deployment.apis[0], timeout=60) as a:
+        threads = [await _thread(a, deployment) for _ in range(40)]
+
+        async def run(thread: str, index: int) -> dict[str, Any]:
+            body = {"input": f"question {index}", "stream": True}
+            stream = await a.post(f"/v1/threads/{thread}/runs", json=body, headers=deployment.headers)
+            return sse_events(stream.text)[-1]
+
+        ends = await asyncio.gather(*(run(t, i) for i, t in enumerate(threads)))
+        assert [e["type"] for e in ends] == ["run.completed"] * 40
+        for index, thread in enumerate(threads):
+            listed = (await a.get(f"/v1/threads/{thread}/messages", headers=deployment.headers)).json()["data"]
+            assert [m["role"] for m in listed] == ["user", "assistant"]  # no step or message twice
+            assert f"question {index}" in listed[1]["content"][0]["text"]
+    run_ids = [e["data"]["run_id"] for e in ends]
+    per_worker = [sum(any(r in line for line in w.log) for r in run_ids) for w in deployment.workers]
+    assert sum(per_worker) == 40 and all(per_worker), per_worker
