@@ -13,6 +13,8 @@ T = TypeVar("T")
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 _PREFIX = "v1:"
+POSITION_MAX = 2**31 - 1
+"""The largest message position or run event sequence number: both are stored as 32-bit integers."""
 
 
 def encode_cursor(key: str) -> str:
@@ -47,7 +49,8 @@ def decode_position_cursor(cursor: str | None) -> int | None:
     key = decode_cursor(cursor)
     if key is None:
         return None
-    if not key.isdigit():
+    # ASCII digits only: isdigit() alone also takes superscripts and other digits int() refuses.
+    if not (key.isascii() and key.isdigit()) or len(key) > 10 or int(key) > POSITION_MAX:
         raise InvalidCursor("the cursor is not one this API handed out")
     return int(key)
 

@@ -1,5 +1,6 @@
 """Bad input at the edges: answered with a 4xx {"error", "detail"}, never a 500, the same on every database."""
 
+import base64
 from typing import Any
 
 import httpx
@@ -112,3 +113,36 @@ async def test_nul_in_the_path_or_the_query_is_refused(client: httpx.AsyncClient
     refused(await client.get("/v1/prompt-templates/no%00pe", headers=tenant.admin))
     refused(await client.delete("/v1/prompt-templates/no%00pe", headers=tenant.admin))
     refused(await client.get("/v1/threads", params={"cursor": f"x{NUL}"}, headers=tenant.admin))
+
+
+# -- integers out of range ---------------------------------------------------------------------------
+
+
+def position_cursor(key: str) -> str:
+    return base64.urlsafe_b64encode(f"v1:{key}".encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize("key", [str(2**31), str(2**70), "²", "1²"])
+async def test_a_message_cursor_out_of_range_is_a_bad_request(
+    client: httpx.AsyncClient, tenant: Tenant, key: str
+) -> None:
+    thread = await a_thread(client, tenant, await an_agent(client, tenant))
+    response = await client.get(
+        f"/v1/threads/{thread['id']}/messages", params={"cursor": position_cursor(key)}, headers=tenant.admin
+    )
+    assert refused(response, 400)["error"] == "InvalidCursor"
+
+
+async def test_event_positions_out_of_range_are_refused(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    thread = await a_thread(client, tenant, await an_agent(client, tenant))
+    run = (await client.post(f"/v1/threads/{thread['id']}/runs", json={"input": "hi"}, headers=tenant.admin)).json()
+    events = f"/v1/runs/{run['id']}/events"
+    assert (await client.get(events, headers=tenant.admin)).status_code == 200
+    for huge in (2**31, 2**70):
+        assert refused(await client.get(events, params={"after": huge}, headers=tenant.admin))["error"] == (
+            "ValidationError"
+        )
+        response = await client.get(events, headers=tenant.admin | {"Last-Event-ID": str(huge)})
+        assert refused(response)["error"] == "ValidationError"
+    last = await client.get(events, params={"after": 2**31 - 1}, headers=tenant.admin)
+    assert last.status_code == 200 and "data:" not in last.text

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
 from application.caller import Caller
-from application.pagination import PageRequest
+from application.pagination import POSITION_MAX, PageRequest
 from application.runs.cancel_run import CancelRun
 from application.runs.create_run import CreateRun
 from application.runs.follow_run import FollowRun, RunFollower
@@ -125,8 +125,10 @@ async def run_events(
     run_id: UUID,
     caller: CallerDep,
     follow: Annotated[FollowRun, Depends(Provide[Container.follow_run])],
-    after: Annotated[int, Query(ge=0, description="Only events after this sequence number")] = 0,
-    last_event_id: Annotated[int | None, Header(ge=0)] = None,
+    after: Annotated[int, Query(ge=0, le=POSITION_MAX, description="Only events after this sequence number")] = 0,
+    last_event_id: Annotated[
+        int | None, Header(ge=0, le=POSITION_MAX, description="The last event seen: resume after it")
+    ] = None,
 ) -> StreamingResponse:
     return await _event_stream(follow, caller, RunId(run_id), max(after, last_event_id or 0))
 
