@@ -302,6 +302,25 @@ async def test_recovery_resubmits_queued_runs_and_fails_interrupted_ones(app: Fa
     assert isinstance(event.payload, RunFailed) and event.seq == 1
 
 
+async def test_recovery_handles_every_stranded_run_not_just_a_first_batch(app: FakeApp) -> None:
+    org, agent, _ = await setup(app)
+    stranded = []
+    async with app.uow as uow:
+        for index in range(25):
+            thread = builders.thread(org.id, agent_id=agent.id)
+            run = builders.run(org.id, thread.id, agent.id)
+            if index % 2:
+                run.start(app.clock.now())
+            await uow.threads.add(thread)
+            await uow.runs.add(run)
+            stranded.append(run)
+        await uow.commit()
+    restarted = FakeApp(store=app.store)
+    recover = RecoverRuns(restarted.uow, restarted.clock, restarted.bus, restarted.executor)
+    assert await recover.execute(batch=10) == (12, 13)
+    assert sorted(run_id for _, run_id in restarted.executor.submitted) == sorted(r.id for r in stranded[::2])
+
+
 async def test_runs_are_read_and_listed_within_their_organization(app: FakeApp) -> None:
     org, agent, thread = await setup(app)
     first = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run

@@ -146,8 +146,9 @@ class RunRepository(Protocol):
         """The thread's run that is queued, in progress or waiting for tool results, if any."""
         ...
 
-    async def unfinished(self, limit: int) -> Sequence[Run]:
-        """Runs, of any organization, that are queued or in progress (for recovery at startup)."""
+    async def unfinished(self, limit: int, after: RunId | None = None) -> Sequence[Run]:
+        """Runs, of any organization, that are queued or in progress (for recovery at startup), in id order
+        from after `after`."""
         ...
 
     async def save(self, run: Run) -> None:

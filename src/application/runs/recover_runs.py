@@ -19,18 +19,23 @@ class RecoverRuns:
         self._uow, self._clock, self._bus, self._executor = uow, clock, bus, executor
 
     async def execute(self, batch: int = RECOVERY_BATCH) -> tuple[int, int]:
-        """How many runs were failed as interrupted, and how many were resubmitted."""
-        async with self._uow.read_only() as uow:
-            unfinished = await uow.runs.unfinished(batch)
+        """How many runs were failed as interrupted, and how many were resubmitted: all of them, a batch at a
+        time."""
         interrupted = resubmitted = 0
-        for run in unfinished:
-            if run.status is RunStatus.QUEUED:
-                await self._executor.submit(run.org_id, run.id)
-                resubmitted += 1
-            elif (event := await self._interrupt(run.org_id, run.id)) is not None:
-                await self._bus.publish(event)
-                interrupted += 1
-        return interrupted, resubmitted
+        last: RunId | None = None
+        while True:
+            async with self._uow.read_only() as uow:
+                unfinished = await uow.runs.unfinished(batch, after=last)
+            for run in unfinished:
+                if run.status is RunStatus.QUEUED:
+                    await self._executor.submit(run.org_id, run.id)
+                    resubmitted += 1
+                elif (event := await self._interrupt(run.org_id, run.id)) is not None:
+                    await self._bus.publish(event)
+                    interrupted += 1
+            if len(unfinished) < batch:
+                return interrupted, resubmitted
+            last = unfinished[-1].id
 
     async def _interrupt(self, org_id: OrgId, run_id: RunId) -> RunEvent | None:
         async with self._uow as uow:

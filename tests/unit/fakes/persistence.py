@@ -377,8 +377,10 @@ class FakeRuns:
         found = self.table.where(lambda r: r.org_id == org_id and r.thread_id == thread_id and r.status in active)
         return next(iter(found), None)
 
-    async def unfinished(self, limit: int) -> Sequence[Run]:
-        found = self.table.where(lambda r: r.status in (RunStatus.QUEUED, RunStatus.IN_PROGRESS))
+    async def unfinished(self, limit: int, after: RunId | None = None) -> Sequence[Run]:
+        found = self.table.where(
+            lambda r: r.status in (RunStatus.QUEUED, RunStatus.IN_PROGRESS) and (after is None or r.id > after)
+        )
         return sorted(found, key=lambda r: r.id)[:limit]
 
     async def save(self, run: Run) -> None:

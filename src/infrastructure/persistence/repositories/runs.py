@@ -180,13 +180,15 @@ class SqlRunRepository:
         row = (await self._conn.execute(_ACTIVE_IN_THREAD, {"p_org": org_id, "p_thread": thread_id})).first()
         return _to_entity(row) if row else None
 
-    async def unfinished(self, limit: int) -> Sequence[Run]:
+    async def unfinished(self, limit: int, after: RunId | None = None) -> Sequence[Run]:
         query = (
             select(runs)
             .where(runs.c.status.in_((RunStatus.QUEUED.value, RunStatus.IN_PROGRESS.value)))
             .order_by(runs.c.id)
             .limit(limit)
         )
+        if after is not None:
+            query = query.where(runs.c.id > after)
         return [_to_entity(row) for row in await self._conn.execute(query)]
 
     async def request_cancel(self, org_id: OrgId, run_id: RunId) -> None:
