@@ -8,6 +8,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from application.errors import (
     Conflict,
@@ -125,9 +126,47 @@ async def _http_error(_request: Request, error: Exception) -> JSONResponse:
     return error_response(error.status_code, name, str(error.detail), dict(error.headers or {}))
 
 
+def _internal_error() -> JSONResponse:
+    return error_response(500, "InternalError", "an unexpected error occurred; it has been logged")
+
+
 async def _unexpected(request: Request, error: Exception) -> JSONResponse:
     logger.exception("unhandled error on %s %s", request.method, request.url.path)
-    return error_response(500, "InternalError", "an unexpected error occurred; it has been logged")
+    return _internal_error()
+
+
+class UnexpectedErrorMiddleware:
+    """Answers an error no handler maps with a 500 {"error", "detail"} and ends the request there.
+
+    Starlette's own last-resort handler answers too, but then re-raises, and the server closes the
+    connection under a response that said keep-alive: the client's next request on it fails. An error
+    after the response started (a broken stream) still goes up, and the connection is closed as it must be.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self._app(scope, receive, tracking_send)
+        except StarletteHTTPException:
+            raise  # meant for the framework, e.g. a body over the limit where nothing caught it
+        except Exception as error:
+            if started:
+                raise
+            response = await _unexpected(Request(scope), error)
+            await response(scope, receive, send)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -135,3 +174,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
+    app.add_middleware(UnexpectedErrorMiddleware)
