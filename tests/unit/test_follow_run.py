@@ -1,0 +1,69 @@
+"""Following a run that goes on as the follower arrives, on fakes: each event once, and a heartbeat while
+nothing happens."""
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from application.ports.execution import RunEventBus, RunSubscription
+from application.runs.create_run import CreateRun, CreateRunCommand
+from application.runs.follow_run import FollowRun
+from domain.ids import RunId
+from domain.run_events import RunEvent
+from domain.runs import Run
+from tests.unit.fakes.app import FakeApp, member
+from tests.unit.fakes.ports import Hold, answer
+
+
+class _StartsTheRunWhileSubscribing:
+    """A bus on which the run starts (and stops at the model's call) right after a follower subscribes,
+    before it reads storage: the events of that start are both stored and on their way live."""
+
+    def __init__(self, app: FakeApp, run: Run, thinking: Hold) -> None:
+        self._bus: RunEventBus = app.bus
+        self._app, self._run, self._thinking = app, run, thinking
+        self.task: asyncio.Task[Run | None] | None = None
+
+    async def publish(self, event: RunEvent) -> None:
+        await self._bus.publish(event)
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, run_id: RunId) -> AsyncIterator[RunSubscription]:
+        async with self._bus.subscribe(run_id) as subscription:
+            self.task = asyncio.create_task(self._app.execute_run().execute(self._run.org_id, self._run.id))
+            await self._thinking.received.wait()
+            yield subscription
+
+
+async def queued_run(app: FakeApp) -> Run:
+    org = await app.organization()
+    thread = await app.thread(await app.agent(org))
+    command = CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi")
+    return (await CreateRun(app.uow, app.clock, app.ids, app.bus, app.executor).execute(command)).run
+
+
+async def test_a_follower_arriving_as_the_run_starts_gets_each_event_once_and_heartbeats_meanwhile() -> None:
+    app = FakeApp()
+    thinking = Hold()
+    app.model.then(thinking, answer("Hello"))
+    run = await queued_run(app)
+    bus = _StartsTheRunWhileSubscribing(app, run, thinking)
+    received: list[str] = []
+    async with await FollowRun(app.uow, bus).execute(member(run.org_id), run.id) as follower:
+        async for event in follower.events(heartbeat=0.01):
+            if event is None:  # the model is still thinking: nothing to tell but that the stream lives
+                received.append("heartbeat")
+                assert received.count("heartbeat") == 1, "the events after the model's answer did not come"
+                thinking.release.set()
+                assert bus.task is not None
+                await bus.task
+                continue
+            received.append(event.type.value)
+    assert received == [
+        "run.created",
+        "run.in_progress",
+        "heartbeat",
+        "message.delta",
+        "message.delta",
+        "run.completed",
+    ]
