@@ -270,6 +270,19 @@ async def test_a_resource_is_not_imported_into_another_organizations_thread(app:
     assert app.gateway.reads == [] and app.store.sources == {}
 
 
+async def test_a_resource_is_not_imported_into_another_organizations_agent(app: FakeApp) -> None:
+    app.gateway = FakeGateway(contents=[McpResourceContent(uri="memo://1", mime_type="text/plain", text="x")])
+    org, integration, _, _ = await setup(app)
+    _, _, foreign_agent, _ = await setup(app)
+    with pytest.raises(InvalidReference):
+        await retrieve(app).execute(
+            RetrieveMcpResourceCommand(
+                org_id=org.id, integration_id=integration.id, uri="memo://1", agent_id=foreign_agent.id
+            )
+        )
+    assert app.gateway.reads == [] and app.store.sources == {}
+
+
 async def test_a_thread_deleted_while_the_resource_is_read_gets_no_source(app: FakeApp) -> None:
     org, integration, _, thread = await setup(app)
 

@@ -215,9 +215,19 @@ async def test_template_arguments_that_do_not_fit_are_an_error_answer(
     assert app.store.runs == {} and app.store.argument_values == {}
 
 
-async def test_a_template_without_an_agent_is_an_error_answer(app: FakeApp) -> None:
+async def test_a_single_value_of_a_list_argument_is_a_list_of_one(app: FakeApp) -> None:
+    org, _ = await published_org(app)
+    app.model.then(answer("A brief."))
+    await call_tool(app).execute(
+        ToolCall(caller=member(org), name="write_brief", arguments={"topic": "tides", "tags": "sea"})
+    )
+    assert app.model.requests[0].messages[-1].text.endswith("A brief on tides, tagged sea")
+
+
+@pytest.mark.parametrize("agent_slug", ["nobody", None])
+async def test_a_template_without_an_agent_is_an_error_answer(app: FakeApp, agent_slug: str | None) -> None:
     org = await app.organization()
-    app.files = TemplateFiles(org.id, FileTemplate(template=BRIEF, agent_slug="nobody"))
+    app.files = TemplateFiles(org.id, FileTemplate(template=BRIEF, agent_slug=agent_slug))
     answered = await call_tool(app).execute(ToolCall(caller=member(org), name="write_brief", arguments={"topic": "t"}))
     assert (answered.text, answered.is_error) == ("template 'write-brief' has no agent to answer it", True)
     assert app.store.runs == {}

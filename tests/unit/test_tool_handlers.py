@@ -121,6 +121,14 @@ async def test_long_sources_give_at_most_three_shortened_passages_each() -> None
     assert passages[0].split("] ", 1)[1].startswith("…") and passages[-1].endswith("…")
 
 
+async def test_words_close_together_give_one_passage() -> None:
+    app = FakeApp()
+    _, agent, thread = await an_agent_and_thread(app)
+    await add_source(app, agent, thread=thread, text="apples and pears")
+    outcome = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, {"query": "pears apples"}, agent, thread)
+    assert outcome.text.endswith("] apples and pears") and outcome.text.count("[notes (") == 1
+
+
 async def test_a_source_query_says_what_it_searched_when_nothing_matches() -> None:
     app = FakeApp()
     _, agent, thread = await an_agent_and_thread(app)
