@@ -6,6 +6,10 @@ from typing import Any
 import httpx
 import pytest
 
+from application.errors import SlugTaken
+from application.use_cases.organizations import CreateOrganizationCommand
+from domain.errors import InvalidValue
+from infrastructure.container import Container
 from tests.conftest import Tenant
 
 NUL = "\u0000"
@@ -146,3 +150,75 @@ async def test_event_positions_out_of_range_are_refused(client: httpx.AsyncClien
         assert refused(response)["error"] == "ValidationError"
     last = await client.get(events, params={"after": 2**31 - 1}, headers=tenant.admin)
     assert last.status_code == 200 and "data:" not in last.text
+
+
+# -- names and slugs ---------------------------------------------------------------------------------
+
+
+async def test_slugs_are_transliterated_from_names_and_numbered_when_taken(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    slugs = []
+    for name in ("Поддержка клиентов", "Поддержка клиентов", "Ακμή", "カスタマー", "Straße"):
+        response = await client.post("/v1/agents", json={"name": name}, headers=tenant.admin)
+        assert response.status_code == 201, response.text
+        slugs.append(response.json()["slug"])
+    assert slugs == ["podderzhka-klientov", "podderzhka-klientov-2", "akmi", "kasutama", "strasse"]
+    explicit = await client.post("/v1/agents", json={"name": "Other", "slug": "akmi"}, headers=tenant.admin)
+    assert refused(explicit, 409)["error"] == "SlugTaken"
+
+    integrations = []
+    for _ in range(2):
+        response = await client.post(
+            "/v1/mcp-integrations", json={"name": "Документы", "url": "http://127.0.0.1:9/mcp"}, headers=tenant.admin
+        )
+        assert response.status_code == 201, response.text
+        integrations.append(response.json()["slug"])
+    assert integrations == ["dokumenty", "dokumenty-2"]
+
+
+async def test_organizations_get_transliterated_slugs_and_visible_names(container: Container) -> None:
+    create = container.create_organization()
+    created = await create.execute(CreateOrganizationCommand(name="Ωμέγα Λτδ"))
+    assert created.organization.slug == "omega-ltd"
+    with pytest.raises(SlugTaken):  # a second organization of the same name is a mistake to tell
+        await create.execute(CreateOrganizationCommand(name="Ωμέγα Λτδ"))
+    with pytest.raises(InvalidValue):
+        await create.execute(CreateOrganizationCommand(name="Evil\u202eCorp"))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Admin\u202egnp.exe",
+        "Sup\u200bport",
+        "Line\nbreak",
+        "Tab\there",
+        "Bell\u0007",
+        "Iso\u2066late\u2069",
+        "\ufeffBom",
+    ],
+)
+async def test_names_with_hidden_or_reordering_characters_are_refused(
+    client: httpx.AsyncClient, tenant: Tenant, name: str
+) -> None:
+    agent = await an_agent(client, tenant)
+    refused(await client.post("/v1/agents", json={"name": name}, headers=tenant.admin))
+    refused(await client.patch(f"/v1/agents/{agent['id']}", json={"name": name}, headers=tenant.admin))
+    refused(await client.post("/v1/api-keys", json={"name": name}, headers=tenant.admin))
+    refused(
+        await client.post(
+            "/v1/mcp-integrations", json={"name": name, "url": "http://127.0.0.1:9/mcp"}, headers=tenant.admin
+        )
+    )
+    hidden = next(c for c in name if not c.isalnum())
+    refused(await client.post("/v1/agents", json={"name": "Fine", "slug": f"fi{hidden}ne"}, headers=tenant.admin))
+    assert [a["name"] for a in (await client.get("/v1/agents", headers=tenant.admin)).json()["data"]] == ["Helper"]
+    assert (await client.get("/v1/mcp-integrations", headers=tenant.admin)).json()["data"] == []
+
+
+async def test_names_keep_joiners_that_scripts_and_emoji_need(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    for name in ("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "Team 👩\u200d💻"):
+        response = await client.post("/v1/agents", json={"name": name}, headers=tenant.admin)
+        assert response.status_code == 201, response.text
+        assert response.json()["name"] == name

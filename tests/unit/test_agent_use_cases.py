@@ -69,8 +69,14 @@ async def test_a_slug_already_used_in_the_organization_is_refused(app: FakeApp) 
     org = await app.organization()
     await create(app).execute(CreateAgentCommand(caller=admin(org), name="Bot"))
     with pytest.raises(SlugTaken):
-        await create(app).execute(CreateAgentCommand(caller=admin(org), name="Bot"))
+        await create(app).execute(CreateAgentCommand(caller=admin(org), name="Other", slug="bot"))
     assert len(app.store.agents) == 1
+
+
+async def test_a_derived_slug_already_used_is_numbered(app: FakeApp) -> None:
+    org = await app.organization()
+    slugs = [(await create(app).execute(CreateAgentCommand(caller=admin(org), name="Bot"))).slug for _ in range(3)]
+    assert slugs == ["bot", "bot-2", "bot-3"]
 
 
 async def test_the_same_slug_may_be_used_by_another_organization(app: FakeApp) -> None:

@@ -149,9 +149,15 @@ async def test_a_stdio_server_the_operator_did_not_define_is_an_invalid_referenc
 async def test_a_slug_already_used_in_the_organization_is_refused(app: FakeApp) -> None:
     org = await app.organization()
     await bearer(app, org)
+    command = CreateMcpIntegrationCommand(caller=admin(org), name="Other", slug="memo", url="https://mcp.example/mcp")
     with pytest.raises(SlugTaken):
-        await bearer(app, org)
+        await create(app).execute(command)
     assert len(app.store.integrations) == 1
+
+
+async def test_a_derived_slug_already_used_is_numbered(app: FakeApp) -> None:
+    org = await app.organization()
+    assert [(await bearer(app, org)).slug for _ in range(2)] == ["memo", "memo-2"]
 
 
 async def test_an_integration_that_breaks_a_rule_is_refused(app: FakeApp) -> None:

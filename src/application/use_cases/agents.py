@@ -6,10 +6,10 @@ from application.errors import AgentNotFound, InvalidReference
 from application.pagination import Page, PageRequest, decode_id_cursor, page_of
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
+from application.slugs import create_with_slug
 from domain.agents import DEFAULT_MAX_STEPS, Agent, AgentChanges, ModelSettings
 from domain.ids import AgentId, IntegrationId
 from domain.native_tools import ToolRef
-from domain.text import slugify
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,12 +47,15 @@ class CreateAgent:
         self._uow, self._clock, self._ids, self._default_model = uow, clock, ids, default_model
 
     async def execute(self, command: CreateAgentCommand) -> Agent:
+        return await create_with_slug(lambda slug: self._create(command, slug), slug=command.slug, name=command.name)
+
+    async def _create(self, command: CreateAgentCommand, slug: str) -> Agent:
         now = self._clock.now()
         agent = Agent(
             id=AgentId(self._ids.new()),
             org_id=command.caller.org_id,
             name=command.name,
-            slug=command.slug or slugify(command.name),
+            slug=slug,
             description=command.description,
             instructions=command.instructions,
             model=command.model or self._default_model,

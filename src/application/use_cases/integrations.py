@@ -11,10 +11,12 @@ from application.ports.outbound import OutboundPolicy
 from application.ports.persistence import UnitOfWork
 from application.ports.security import SecretBox
 from application.ports.system import Clock, IdGenerator
+from application.slugs import create_with_slug
 from domain.errors import InvalidValue
 from domain.ids import IntegrationId
 from domain.integrations import (
     DEFAULT_TIMEOUT_SECONDS,
+    INTEGRATION_SLUG_MAX,
     AuthType,
     IntegrationChanges,
     McpIntegration,
@@ -22,7 +24,6 @@ from domain.integrations import (
     ToolFilter,
     Transport,
 )
-from domain.text import slugify
 
 CREDENTIALS_MAX = 8_192
 # Show the last four characters only of credentials long enough that this reveals little.
@@ -78,12 +79,20 @@ class CreateMcpIntegration:
 
     async def execute(self, command: CreateMcpIntegrationCommand) -> McpIntegration:
         command.caller.require_admin("create MCP integrations")
+        return await create_with_slug(
+            lambda slug: self._create(command, slug),
+            slug=command.slug,
+            name=command.name,
+            max_length=INTEGRATION_SLUG_MAX,
+        )
+
+    async def _create(self, command: CreateMcpIntegrationCommand, slug: str) -> McpIntegration:
         now = self._clock.now()
         integration = McpIntegration(
             id=IntegrationId(self._ids.new()),
             org_id=command.caller.org_id,
             name=command.name,
-            slug=command.slug or slugify(command.name, max_length=32),
+            slug=slug,
             transport=command.transport,
             url=command.url,
             server=command.server,

@@ -7,8 +7,8 @@ from application.ports.security import KeyHasher
 from application.ports.system import Clock, IdGenerator
 from domain.api_keys import ApiKey, Role
 from domain.ids import ApiKeyId, OrgId
-from domain.organizations import Organization
-from domain.text import slugify
+from domain.organizations import ORG_NAME_MAX, Organization
+from domain.text import require_name, slugify
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,12 +31,12 @@ class CreateOrganization:
         self._uow, self._clock, self._ids, self._hasher = uow, clock, ids, hasher
 
     async def execute(self, command: CreateOrganizationCommand) -> CreatedOrganization:
+        # Unlike agents and integrations, a derived slug that is taken is not numbered: an operator who
+        # creates a second organization of the same name is told, not given a look-alike tenant.
+        require_name("name", command.name, max_length=ORG_NAME_MAX)
         now = self._clock.now()
         org = Organization(
-            id=OrgId(self._ids.new()),
-            name=command.name,
-            slug=command.slug or slugify(command.name),
-            created_at=now,
+            id=OrgId(self._ids.new()), name=command.name, slug=command.slug or slugify(command.name), created_at=now
         )
         minted = self._hasher.mint()
         key = ApiKey(

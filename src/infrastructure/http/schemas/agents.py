@@ -21,9 +21,9 @@ from domain.ids import AgentId, IntegrationId
 from domain.native_tools import ToolRef
 from domain.text import SLUG_MAX
 from domain.tools import ToolType
-from infrastructure.http.schemas.common import PatchModel, RequestModel, ResponseModel
+from infrastructure.http.schemas.common import PatchModel, RequestModel, ResponseModel, Visible
 
-Name = Annotated[str, StringConstraints(min_length=1, max_length=AGENT_NAME_MAX, strict=True)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=AGENT_NAME_MAX, strict=True), Visible]
 Slug = Annotated[str, StringConstraints(min_length=1, max_length=SLUG_MAX, pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
 Description = Annotated[str, StringConstraints(max_length=AGENT_DESCRIPTION_MAX, strict=True)]
 Instructions = Annotated[str, StringConstraints(max_length=AGENT_INSTRUCTIONS_MAX, strict=True)]

@@ -7,11 +7,11 @@ from pydantic import Field, StringConstraints
 from application.caller import Caller
 from application.use_cases.api_keys import CreateApiKeyCommand, IssuedApiKey
 from domain.api_keys import API_KEY_NAME_MAX, Role
-from infrastructure.http.schemas.common import RequestModel, ResponseModel
+from infrastructure.http.schemas.common import RequestModel, ResponseModel, Visible
 
 
 class ApiKeyCreate(RequestModel):
-    name: Annotated[str, StringConstraints(min_length=1, max_length=API_KEY_NAME_MAX, strict=True)]
+    name: Annotated[str, StringConstraints(min_length=1, max_length=API_KEY_NAME_MAX, strict=True), Visible]
     role: Role = Role.MEMBER
 
     def to_command(self, caller: Caller) -> CreateApiKeyCommand:

@@ -1,12 +1,25 @@
 from typing import Annotated, Any, Generic, Self, TypeVar
 
 from fastapi import Query
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from application.pagination import DEFAULT_LIMIT, MAX_LIMIT, PageRequest
+from domain.errors import InvalidValue
+from domain.text import require_name
 from infrastructure.http.text_guard import NUL_REFUSED, nul_location
 
 T = TypeVar("T")
+
+
+def _visible(value: str) -> str:
+    try:
+        return require_name("the name", value, max_length=len(value) or 1)
+    except InvalidValue as error:
+        raise ValueError(error.detail) from None
+
+
+Visible = AfterValidator(_visible)
+"""For names: no control, bidi-override or zero-width characters (the domain's rule for names)."""
 
 
 class RequestModel(BaseModel):

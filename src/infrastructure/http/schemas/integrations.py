@@ -36,10 +36,10 @@ from domain.integrations import (
     Transport,
 )
 from infrastructure.http.errors import status_of
-from infrastructure.http.schemas.common import PatchModel, RequestModel, ResponseModel
+from infrastructure.http.schemas.common import PatchModel, RequestModel, ResponseModel, Visible
 
 T = TypeVar("T")
-Name = Annotated[str, StringConstraints(min_length=1, max_length=INTEGRATION_NAME_MAX, strict=True)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=INTEGRATION_NAME_MAX, strict=True), Visible]
 Slug = Annotated[
     str, StringConstraints(min_length=1, max_length=INTEGRATION_SLUG_MAX, pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ]
