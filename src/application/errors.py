@@ -120,6 +120,10 @@ class IdempotencyConflict(Conflict):
     """Another run already holds this idempotency key (raised by the repository, resolved by the use case)."""
 
 
+class IdempotencyKeyReused(Conflict):
+    """The idempotency key already started a run for a different request (another thread, input or tools)."""
+
+
 class PromptTemplateNotFound(NotFound):
     pass
 

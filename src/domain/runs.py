@@ -125,6 +125,8 @@ class Run:
     warnings: tuple[str, ...] = ()
     trace_id: str | None = None
     idempotency_key: str | None = None
+    request_digest: str | None = None
+    """A fingerprint of the request that created the run with its idempotency key (thread, agent, input, tools)."""
     parent_run_id: RunId | None = None
     cancel_requested: bool = False
     started_at: datetime | None = None

@@ -60,10 +60,11 @@ async def test_the_request_that_loses_the_race_for_a_key_answers_with_the_winner
 
     loser = CreateRun(_StaleFirstRead(app.store, before), app.clock, app.ids, app.bus, app.executor)
     answered = await loser.execute(
-        CreateRunCommand(caller=member(org), thread_id=second_thread.id, input="Hi", idempotency_key="k1")
+        CreateRunCommand(caller=member(org), thread_id=first_thread.id, input="Hi", idempotency_key="k1")
     )
 
     assert not answered.created and answered.run.id == winner.run.id
     assert list(app.store.runs) == [winner.run.id]
+    assert app.store.threads[first_thread.id].message_count == 1
     assert app.store.threads[second_thread.id].message_count == 0
     assert app.executor.submitted == [(org.id, winner.run.id)] and len(app.bus.published) == published

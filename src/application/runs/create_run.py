@@ -1,11 +1,14 @@
 """Starting a run on a thread over the API."""
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from application.caller import Caller
 from application.errors import (
     IdempotencyConflict,
+    IdempotencyKeyReused,
     InvalidReference,
     ThreadBusy,
     ThreadNotFound,
@@ -51,17 +54,21 @@ class CreateRun:
     async def execute(self, command: CreateRunCommand) -> CreatedRun:
         if command.input is not None and not (1 <= len(command.input) <= INPUT_MAX):
             raise InvalidValue(f"input must be 1-{INPUT_MAX} characters")
+        digest = request_digest(command) if command.idempotency_key is not None else None
         existing = await self._by_idempotency_key(command)
         if existing is not None:
-            return CreatedRun(run=existing, created=False)
+            return _replayed(existing, command, digest)
         try:
-            run, created = await self._queue(command)
+            queued = await self._queue(command, digest)
         except IdempotencyConflict:
             # Another request with the same key won the race: answer with its run.
             winner = await self._by_idempotency_key(command)
             if winner is None:
                 raise
-            return CreatedRun(run=winner, created=False)
+            return _replayed(winner, command, digest)
+        if isinstance(queued, Run):  # the key's run, created while this request waited for the thread
+            return _replayed(queued, command, digest)
+        run, created = queued
         await self._bus.publish(created)
         await self._executor.submit(run.org_id, run.id)
         return CreatedRun(run=run, created=True)
@@ -72,12 +79,18 @@ class CreateRun:
         async with self._uow.read_only() as uow:
             return await uow.runs.find_by_idempotency_key(command.caller.org_id, command.idempotency_key)
 
-    async def _queue(self, command: CreateRunCommand) -> tuple[Run, RunEvent]:
+    async def _queue(self, command: CreateRunCommand, digest: str | None) -> tuple[Run, RunEvent] | Run:
         org_id = command.caller.org_id
         async with self._uow as uow:
             thread = await uow.threads.get(org_id, command.thread_id, for_update=True)
             if thread is None:
                 raise ThreadNotFound(f"thread {command.thread_id} not found")
+            if command.idempotency_key is not None:
+                # Concurrent requests with one key queue behind the thread's lock: the first one's run is
+                # visible now, and is the answer (not a busy thread).
+                existing = await uow.runs.find_by_idempotency_key(org_id, command.idempotency_key)
+                if existing is not None:
+                    return existing
             agent_id = command.agent_id or thread.agent_id
             if agent_id is None:
                 raise InvalidReference("the thread has no agent: give agent_id")
@@ -96,6 +109,32 @@ class CreateRun:
                 input=command.input,
                 client_tools=tuple(command.client_tools),
                 idempotency_key=command.idempotency_key,
+                request_digest=digest,
             )
             await uow.commit()
         return queued
+
+
+def request_digest(command: CreateRunCommand) -> str:
+    """A fingerprint of what a run was asked for: its thread, agent, input and client tools."""
+    request = {
+        "thread_id": str(command.thread_id),
+        "agent_id": str(command.agent_id) if command.agent_id else None,
+        "input": command.input,
+        "client_tools": [
+            {"name": t.name, "description": t.description, "parameters": t.parameters} for t in command.client_tools
+        ],
+    }
+    encoded = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(encoded.encode()).hexdigest()
+
+
+def _replayed(run: Run, command: CreateRunCommand, digest: str | None) -> CreatedRun:
+    """The run an idempotency key started, when this request is the same one again."""
+    same = run.request_digest == digest if run.request_digest is not None else run.thread_id == command.thread_id
+    if not same:
+        raise IdempotencyKeyReused(
+            f"the idempotency key {command.idempotency_key!r} already started run {run.id} for a different request"
+            " (another thread, agent, input or tools); use a new key"
+        )
+    return CreatedRun(run=run, created=False)

@@ -20,6 +20,7 @@ async def queue_run(
     input: str | None,
     client_tools: tuple[ClientTool, ...] = (),
     idempotency_key: str | None = None,
+    request_digest: str | None = None,
     parent_run_id: RunId | None = None,
 ) -> tuple[Run, RunEvent]:
     """Inside the caller's unit of work: append the input (if any) and queue a run. The caller commits
@@ -32,6 +33,7 @@ async def queue_run(
         agent_id=agent.id,
         client_tools=client_tools,
         idempotency_key=idempotency_key,
+        request_digest=request_digest,
         parent_run_id=parent_run_id,
         created_at=now,
         updated_at=now,

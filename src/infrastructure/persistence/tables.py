@@ -179,6 +179,7 @@ runs = Table(
     Column("warnings", Json, nullable=False),
     Column("trace_id", String(64), nullable=True),
     Column("idempotency_key", String(200), nullable=True),
+    Column("request_digest", String(64), nullable=True),
     Column("cancel_requested", Boolean, nullable=False),
     _timestamp("created_at"),
     _timestamp("updated_at"),

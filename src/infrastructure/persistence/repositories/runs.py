@@ -70,6 +70,7 @@ def _to_entity(row: Any) -> Run:
         warnings=tuple(row.warnings),
         trace_id=row.trace_id,
         idempotency_key=row.idempotency_key,
+        request_digest=row.request_digest,
         cancel_requested=row.cancel_requested,
         created_at=utc_required(row.created_at),
         updated_at=utc_required(row.updated_at),
@@ -137,6 +138,7 @@ class SqlRunRepository:
             "agent_id": run.agent_id,
             "parent_run_id": run.parent_run_id,
             "idempotency_key": run.idempotency_key,
+            "request_digest": run.request_digest,
             "cancel_requested": run.cancel_requested,
             "created_at": run.created_at,
         }

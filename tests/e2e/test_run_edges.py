@@ -1,0 +1,59 @@
+"""Runs at the edges: concurrent idempotent requests, name clashes, a thread's run and its messages,
+the calls a run waits for, deleting a thread under a run."""
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from tests.conftest import Tenant
+from tests.e2e.runs import agent_and_thread, messages, settle, start
+
+LOCATE = {"name": "get_location", "description": "Where the user is", "parameters": {"type": "object"}}
+
+
+def refused(response: httpx.Response, status: int, error: str) -> str:
+    assert response.status_code == status, response.text
+    assert response.json()["error"] == error, response.json()
+    return str(response.json()["detail"])
+
+
+async def waiting_run(client: httpx.AsyncClient, tenant: Tenant) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run of the offline model that waits for the client's get_location."""
+    _, thread = await agent_and_thread(client, tenant, model="threadline-offline")
+    run = await start(client, tenant, thread, input="call get_location {}", tools=[LOCATE])
+    waiting = await settle(client, tenant, run["id"])
+    assert waiting["status"] == "requires_action", waiting
+    return thread, waiting
+
+
+# -- 13: idempotency keys -------------------------------------------------------------------------------
+
+
+async def test_concurrent_requests_with_one_idempotency_key_all_get_its_run(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    _, thread = await agent_and_thread(client, tenant, model="threadline-offline")
+    url = f"/v1/threads/{thread['id']}/runs"
+    body = {"input": "once", "idempotency_key": "order-7"}
+    responses = await asyncio.gather(*(client.post(url, json=body, headers=tenant.admin) for _ in range(10)))
+    assert sorted(r.status_code for r in responses) == [200] * 9 + [201], [r.text for r in responses]
+    assert len({r.json()["id"] for r in responses}) == 1
+    await settle(client, tenant, responses[0].json()["id"])
+    assert [m["role"] for m in await messages(client, tenant, thread)] == ["user", "assistant"]
+
+
+async def test_an_idempotency_key_sent_with_another_request_is_refused(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    agent, thread = await agent_and_thread(client, tenant, model="threadline-offline")
+    other = (await client.post("/v1/threads", json={"agent_id": agent["id"]}, headers=tenant.admin)).json()
+    body = {"input": "once", "idempotency_key": "order-8"}
+    first = await start(client, tenant, thread, **body)
+    await settle(client, tenant, first["id"])
+    for thread_id, changed in ((other["id"], body), (thread["id"], body | {"input": "twice"})):
+        response = await client.post(f"/v1/threads/{thread_id}/runs", json=changed, headers=tenant.admin)
+        assert "order-8" in refused(response, 409, "IdempotencyKeyReused")
+    assert (await client.get(f"/v1/threads/{other['id']}/runs", headers=tenant.admin)).json()["data"] == []
+    again = await client.post(f"/v1/threads/{thread['id']}/runs", json=body, headers=tenant.admin)
+    assert again.status_code == 200 and again.json()["id"] == first["id"]
