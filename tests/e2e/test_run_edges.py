@@ -57,3 +57,26 @@ async def test_an_idempotency_key_sent_with_another_request_is_refused(
     assert (await client.get(f"/v1/threads/{other['id']}/runs", headers=tenant.admin)).json()["data"] == []
     again = await client.post(f"/v1/threads/{thread['id']}/runs", json=body, headers=tenant.admin)
     assert again.status_code == 200 and again.json()["id"] == first["id"]
+
+
+# -- 14: client tools named like the agent's ----------------------------------------------------------
+
+
+async def test_a_client_tool_named_like_one_of_the_agents_tools_is_refused(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    helper, _ = await agent_and_thread(client, tenant, model="threadline-offline", slug="helper")
+    _, thread = await agent_and_thread(
+        client,
+        tenant,
+        model="threadline-offline",
+        tools=[{"type": "source_query"}],
+        sub_agent_ids=[helper["id"]],
+    )
+    url = f"/v1/threads/{thread['id']}/runs"
+    for name in ("source_query", "agent__helper"):
+        body = {"input": "hi", "tools": [{"name": name}]}
+        detail = refused(await client.post(url, json=body, headers=tenant.admin), 422, "InvalidValue")
+        assert name in detail
+    assert (await client.get(url, headers=tenant.admin)).json()["data"] == []
+    assert await messages(client, tenant, thread) == []

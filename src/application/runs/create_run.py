@@ -17,6 +17,8 @@ from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from application.runs.queueing import queue_run
+from application.runs.tools.assembly import reserved_names
+from domain.agents import Agent
 from domain.errors import InvalidValue
 from domain.ids import AgentId, ThreadId
 from domain.run_events import RunEvent
@@ -97,6 +99,7 @@ class CreateRun:
             agent = await uow.agents.get(org_id, agent_id)
             if agent is None:
                 raise InvalidReference(f"agent {agent_id} not found")
+            await _check_client_tools(uow, agent, command.client_tools)
             active = await uow.runs.active_in_thread(org_id, thread.id)
             if active is not None:
                 raise ThreadBusy(f"the thread already has a {active.status.value} run ({active.id})")
@@ -113,6 +116,17 @@ class CreateRun:
             )
             await uow.commit()
         return queued
+
+
+async def _check_client_tools(uow: UnitOfWork, agent: Agent, client_tools: Sequence[ClientTool]) -> None:
+    if not client_tools:
+        return
+    subs = [sub for sub in [await uow.agents.get(agent.org_id, i) for i in agent.sub_agent_ids] if sub]
+    integrations = await uow.integrations.get_many(agent.org_id, agent.mcp_integration_ids)
+    reserved = reserved_names(agent, subs, integrations)
+    clashes = [clash for clash in (reserved.clash(t.name) for t in client_tools) if clash]
+    if clashes:
+        raise InvalidValue("; ".join(clashes))
 
 
 def request_digest(command: CreateRunCommand) -> str:

@@ -228,6 +228,34 @@ def _offer_mcp_tools(item: _Discovered, offer: _Offer) -> None:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class Reserved:
+    names: frozenset[str]
+    prefixes: tuple[str, ...]
+
+    def clash(self, name: str) -> str | None:
+        """Why a client tool may not have this name, if it may not."""
+        if name in self.names:
+            return f"client tool {name!r} has the name of one of the agent's tools; give it another name"
+        prefix = next((p for p in self.prefixes if name.startswith(p)), None)
+        if prefix is not None:
+            return f"client tool {name!r} is named like the tools of the MCP integration {prefix[:-2]!r}"
+        return None
+
+
+def reserved_names(agent: Agent, sub_agents: Sequence[Agent], integrations: Sequence[McpIntegration]) -> Reserved:
+    """The names of the agent's own tools, and the prefixes of its integrations' tools: a client tool may
+    take neither (the model would see two functions of one name, and one could never be called)."""
+    names: set[str] = set()
+    for ref in agent.tools:
+        spec = NATIVE_TOOLS_BY_TYPE[ref.type]
+        names.add(tool_name(f"command__{ref.config.get('name', '')}") if ref.type is ToolType.COMMAND else spec.name)
+    names.update(tool_name(f"agent__{sub.slug}") for sub in sub_agents)
+    if agent.mcp_integration_ids:
+        names.update((RETRIEVE_PROMPT, RETRIEVE_RESOURCE))
+    return Reserved(names=frozenset(names), prefixes=tuple(i.tool_prefix for i in integrations))
+
+
 class ToolAssembler:
     """Builds a run's tools: the agent's native tools, sub-agents, the retrieval tools and the MCP tools
     of its enabled integrations (discovered in parallel; one that fails is skipped with a warning), and
@@ -259,6 +287,9 @@ class ToolAssembler:
         for sub in sub_agents:
             offer.add(_sub_agent_tool(sub, offer.taken))
         for client_tool in client_tools:
+            if client_tool.name in offer.taken:  # the agent gained a tool of that name after the run was created
+                offer.warnings.append(f"client tool '{client_tool.name}' has the name of one of the agent's tools")
+                continue
             offer.add(_client_tool(client_tool))
         found = await self._discover_enabled(agent, integrations, offer.warnings)
         if agent.mcp_integration_ids:
