@@ -8,6 +8,7 @@ import httpx
 
 from tests.conftest import Tenant
 from tests.e2e.runs import agent_and_thread, messages, settle, start
+from tests.fakes.openai_server import FakeOpenAI
 
 LOCATE = {"name": "get_location", "description": "Where the user is", "parameters": {"type": "object"}}
 
@@ -80,3 +81,31 @@ async def test_a_client_tool_named_like_one_of_the_agents_tools_is_refused(
         assert name in detail
     assert (await client.get(url, headers=tenant.admin)).json()["data"] == []
     assert await messages(client, tenant, thread) == []
+
+
+# -- 15: messages while a run is active -------------------------------------------------------------------
+
+
+async def test_no_message_is_appended_while_a_run_of_the_thread_waits(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    thread, waiting = await waiting_run(client, tenant)
+    url = f"/v1/threads/{thread['id']}/messages"
+    before = await messages(client, tenant, thread)
+    detail = refused(await client.post(url, json={"content": "hello?"}, headers=tenant.admin), 409, "ThreadBusy")
+    assert waiting["id"] in detail
+    assert await messages(client, tenant, thread) == before
+
+
+async def test_no_message_is_appended_while_a_run_of_the_thread_executes(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
+) -> None:
+    _, thread = await agent_and_thread(client, tenant)
+    held = openai.hold()
+    run = await start(client, tenant, thread, input="Think hard")
+    await asyncio.wait_for(held.received.wait(), 10)
+    url = f"/v1/threads/{thread['id']}/messages"
+    refused(await client.post(url, json={"content": "hello?"}, headers=tenant.admin), 409, "ThreadBusy")
+    held.release()
+    assert (await settle(client, tenant, run["id"]))["status"] == "completed"
+    assert (await client.post(url, json={"content": "thanks"}, headers=tenant.admin)).status_code == 201

@@ -2,7 +2,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from application.caller import Caller
-from application.errors import InvalidReference, ThreadNotFound
+from application.errors import InvalidReference, ThreadBusy, ThreadNotFound
 from application.pagination import Page, PageRequest, decode_id_cursor, decode_position_cursor, page_of
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
@@ -70,6 +70,12 @@ class ListThreads:
         return page_of(rows, page.limit, key=lambda t: str(t.id))
 
 
+async def _not_busy(uow: UnitOfWork, caller: Caller, thread_id: ThreadId, advice: str) -> None:
+    active = await uow.runs.active_in_thread(caller.org_id, thread_id)
+    if active is not None:
+        raise ThreadBusy(f"the thread has a {active.status.value} run ({active.id}); {advice}")
+
+
 class DeleteThread:
     """Deletes a thread with its messages."""
 
@@ -100,6 +106,8 @@ class AppendUserMessage:
             thread = await uow.threads.get(command.caller.org_id, command.thread_id, for_update=True)
             if thread is None:
                 raise ThreadNotFound(f"thread {command.thread_id} not found")
+            # A message between a run's tool calls and their results would break the order models require.
+            await _not_busy(uow, command.caller, thread.id, "wait for it to end (or cancel it)")
             message = thread.append(
                 MessageRole.USER, command.content, message_id=MessageId(self._ids.new()), now=self._clock.now()
             )
