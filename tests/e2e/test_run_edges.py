@@ -2,6 +2,7 @@
 the calls a run waits for, deleting a thread under a run."""
 
 import asyncio
+import logging
 from typing import Any
 
 import httpx
@@ -109,3 +110,33 @@ async def test_no_message_is_appended_while_a_run_of_the_thread_executes(
     held.release()
     assert (await settle(client, tenant, run["id"]))["status"] == "completed"
     assert (await client.post(url, json={"content": "thanks"}, headers=tenant.admin)).status_code == 201
+
+
+# -- 17: deleting a thread under a run -------------------------------------------------------------------
+
+
+async def test_a_thread_with_a_waiting_run_is_not_deleted(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    thread, waiting = await waiting_run(client, tenant)
+    response = await client.delete(f"/v1/threads/{thread['id']}", headers=tenant.admin)
+    assert waiting["id"] in refused(response, 409, "ThreadBusy")
+    assert (await client.get(f"/v1/threads/{thread['id']}", headers=tenant.admin)).status_code == 200
+    cancelled = await client.post(f"/v1/runs/{waiting['id']}/cancel", headers=tenant.admin)
+    assert cancelled.json()["status"] == "cancelled"
+    assert (await client.delete(f"/v1/threads/{thread['id']}", headers=tenant.admin)).status_code == 204
+
+
+async def test_deleting_a_thread_during_a_run_is_refused_and_logs_nothing_alarming(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, thread = await agent_and_thread(client, tenant)
+    held = openai.hold()
+    with caplog.at_level(logging.WARNING):
+        run = await start(client, tenant, thread, input="Think hard")
+        await asyncio.wait_for(held.received.wait(), 10)
+        response = await client.delete(f"/v1/threads/{thread['id']}", headers=tenant.admin)
+        assert run["id"] in refused(response, 409, "ThreadBusy")
+        held.release()
+        done = await settle(client, tenant, run["id"])
+    assert done["status"] == "completed"
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert (await client.delete(f"/v1/threads/{thread['id']}", headers=tenant.admin)).status_code == 204

@@ -84,8 +84,10 @@ class DeleteThread:
 
     async def execute(self, caller: Caller, thread_id: ThreadId) -> None:
         async with self._uow as uow:
-            if await uow.threads.get(caller.org_id, thread_id) is None:
+            # Locked, so no run is queued meanwhile; a run still going would write into a thread that is gone.
+            if await uow.threads.get(caller.org_id, thread_id, for_update=True) is None:
                 raise ThreadNotFound(f"thread {thread_id} not found")
+            await _not_busy(uow, caller, thread_id, "cancel it before deleting the thread")
             await uow.threads.delete(caller.org_id, thread_id)
             await uow.commit()
 
