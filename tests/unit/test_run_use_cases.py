@@ -1,11 +1,14 @@
 """The run use cases around the loop: creating, answering, cancelling, following, recovering and reading runs."""
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
 from application.errors import InvalidReference, RunNotFound, ThreadBusy, ThreadNotFound
 from application.pagination import PageRequest
+from application.ports.execution import RunEventBus, RunSubscription
 from application.runs.cancel_run import CancelRun
 from application.runs.create_run import CreateRun, CreateRunCommand
 from application.runs.follow_run import FollowRun
@@ -14,7 +17,7 @@ from application.runs.recover_runs import RecoverRuns
 from application.runs.submit_tool_results import SubmitToolResults, SubmitToolResultsCommand, ToolResultInput
 from domain.agents import Agent
 from domain.errors import IllegalTransition, InvalidValue
-from domain.ids import ThreadId
+from domain.ids import RunId, ThreadId
 from domain.messages import MessageRole, ToolResultContent
 from domain.organizations import Organization
 from domain.run_events import RunEvent, RunFailed
@@ -266,6 +269,38 @@ async def test_a_follower_gets_what_happened_then_what_happens_until_the_run_end
         "run.completed",
     ]
     assert [e.seq for e in received] == [1, 2, 3, 4, 5]
+
+
+class _GoesOnWhileSubscribing:
+    """A bus on which the run goes on to its end right after a follower subscribes (before it reads storage)."""
+
+    def __init__(self, bus: RunEventBus, meanwhile: Callable[[], Awaitable[object]]) -> None:
+        self._bus, self._meanwhile = bus, meanwhile
+
+    async def publish(self, event: RunEvent) -> None:
+        await self._bus.publish(event)
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, run_id: RunId) -> AsyncIterator[RunSubscription]:
+        async with self._bus.subscribe(run_id) as subscription:
+            await self._meanwhile()
+            yield subscription
+
+
+async def test_a_follower_that_subscribes_while_the_run_goes_on_misses_nothing(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    run = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
+    app.model.then(answer("Hello there"))
+    bus = _GoesOnWhileSubscribing(app.bus, lambda: app.execute_run().execute(org.id, run.id))
+    async with await FollowRun(app.uow, bus).execute(member(org), run.id) as follower:
+        events = [e async for e in follower.events(heartbeat=60) if e is not None]
+    assert [e.type.value for e in events] == [
+        "run.created",
+        "run.in_progress",
+        "message.delta",
+        "message.delta",
+        "run.completed",
+    ]
 
 
 async def test_a_follower_of_an_ended_run_gets_its_stored_events_after_a_sequence_number(app: FakeApp) -> None:

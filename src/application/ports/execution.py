@@ -22,6 +22,10 @@ class RunSubscription(Protocol):
         """The next event published after the subscription began."""
         ...
 
+    def received(self) -> list[RunEvent]:
+        """The events published after the subscription began that arrived and were not taken yet (taking them)."""
+        ...
+
 
 class RunEventBus(Protocol):
     """Delivers run events to whoever follows a run (SSE clients), in any process of the deployment."""

@@ -1,7 +1,7 @@
 """Following a run: its events so far, then live."""
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
@@ -29,7 +29,7 @@ class RunFollower:
         for event in self.history:
             last = max(last, event.seq)
             yield event
-        if self.settled:
+        if self.settled or (self.history and self.history[-1].type.ends_stream):
             return
         while True:
             try:
@@ -68,11 +68,19 @@ class FollowRun:
         except BaseException:
             await stack.aclose()
             raise
-        first_held = subscription.backlog[0].seq if subscription.backlog else None
-        history = [e for e in stored if first_held is None or e.seq < first_held]
-        history += [e for e in subscription.backlog if e.seq > after_seq]
+        held = [e for e in [*subscription.backlog, *subscription.received()] if e.seq > after_seq]
+        history = _merged(stored, held)
         settled = run.status.is_terminal or run.status is RunStatus.REQUIRES_ACTION
         return _holding(RunFollower(history=history, subscription=subscription, settled=settled), stack)
+
+
+def _merged(stored: Sequence[RunEvent], held: Sequence[RunEvent]) -> list[RunEvent]:
+    """The stored events and the ones only the bus holds (text deltas), in order. Storage was read after the
+    subscription began, so it has every stored event the bus held, and more if the run went on meanwhile (the
+    deltas of that are among the events the subscription received)."""
+    by_seq = {e.seq: e for e in held}
+    by_seq.update((e.seq, e) for e in stored)
+    return [by_seq[seq] for seq in sorted(by_seq)]
 
 
 @asynccontextmanager

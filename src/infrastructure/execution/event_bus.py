@@ -30,6 +30,12 @@ class _Subscription:
     async def next(self) -> RunEvent:
         return await self.queue.get()
 
+    def received(self) -> list[RunEvent]:
+        taken = []
+        while not self.queue.empty():
+            taken.append(self.queue.get_nowait())
+        return taken
+
 
 class InMemoryRunEventBus:
     def __init__(self) -> None:

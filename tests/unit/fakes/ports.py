@@ -232,6 +232,12 @@ class Subscription:
     async def next(self) -> RunEvent:
         return await self.queue.get()
 
+    def received(self) -> list[RunEvent]:
+        taken = []
+        while not self.queue.empty():
+            taken.append(self.queue.get_nowait())
+        return taken
+
 
 class RecordingBus:
     """Keeps every published event; followers get what is published after they subscribe."""
