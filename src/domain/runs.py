@@ -1,7 +1,7 @@
 """Runs: one execution of an agent on a thread, with a state machine that refuses illegal moves."""
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -176,9 +176,12 @@ class Run:
         self._move(RunStatus.REQUIRES_ACTION, now)
         self.required_action = calls
 
-    def resume(self, answered: Sequence[str], now: datetime) -> dict[str, PendingToolCall]:
-        """The client answered the calls with these ids: every call the run waits for, each once. The run
-        goes on; returns the calls it waited for, by id."""
+    def resume(
+        self, answered: Sequence[str], now: datetime, failed: Collection[str] = ()
+    ) -> dict[str, PendingToolCall]:
+        """The client answered the calls with these ids (those in `failed` with an error): every call the run
+        waits for, each once. The calls are no longer pending in their step and the run goes on; returns the
+        calls it waited for, by id."""
         if self.status is not RunStatus.REQUIRES_ACTION:
             raise RunNotWaiting(f"the run is {self.status.value}, not waiting for tool results")
         waiting = {call.id: call for call in self.required_action}
@@ -194,6 +197,16 @@ class Run:
             raise RunNotWaiting("; ".join(problems))
         self._move(RunStatus.IN_PROGRESS, now)
         self.required_action = ()
+        self.steps = tuple(
+            replace(
+                step,
+                tool_calls=tuple(
+                    replace(c, pending=False, is_error=c.id in failed) if c.pending and c.id in waiting else c
+                    for c in step.tool_calls
+                ),
+            )
+            for step in self.steps
+        )
         return waiting
 
     def complete(self, now: datetime) -> None:

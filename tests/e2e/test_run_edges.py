@@ -6,10 +6,11 @@ import logging
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import Tenant
-from tests.e2e.runs import agent_and_thread, messages, settle, start
-from tests.fakes.openai_server import FakeOpenAI
+from tests.e2e.runs import agent_and_thread, messages, settle, sse_events, start
+from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
 
 LOCATE = {"name": "get_location", "description": "Where the user is", "parameters": {"type": "object"}}
 
@@ -110,6 +111,32 @@ async def test_no_message_is_appended_while_a_run_of_the_thread_executes(
     held.release()
     assert (await settle(client, tenant, run["id"]))["status"] == "completed"
     assert (await client.post(url, json={"content": "thanks"}, headers=tenant.admin)).status_code == 201
+
+
+# -- 16: the calls a run waits for ------------------------------------------------------------------------
+
+
+async def test_answered_calls_are_no_longer_pending_and_calls_have_one_name(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
+) -> None:
+    _, thread = await agent_and_thread(client, tenant)
+    openai.reply_tool_calls(FakeToolCall("get_location", {"precise": True}, id="call_loc"))
+    openai.reply_text("You are in Lisbon.")
+    run = await start(client, tenant, thread, input="Where am I?", tools=[LOCATE])
+    waiting = await settle(client, tenant, run["id"])
+    expected = {"tool_call_id": "call_loc", "name": "get_location", "type": "client", "arguments": {"precise": True}}
+    assert waiting["required_action"]["tool_calls"] == [expected]
+    events = sse_events((await client.get(f"/v1/runs/{run['id']}/events", headers=tenant.admin)).text)
+    assert events[-1]["data"]["required_action"] == [expected]
+    assert [(c["tool_call_id"], c["pending"]) for c in waiting["steps"][0]["tool_calls"]] == [("call_loc", True)]
+
+    answer = {"tool_results": [{"tool_use_id": "call_loc", "result": "no idea", "is_error": True}]}
+    resumed = await client.post(f"/v1/runs/{run['id']}/tool-results", json=answer, headers=tenant.admin)
+    assert resumed.status_code == 200, resumed.text
+    for shown in (resumed.json(), await settle(client, tenant, run["id"])):
+        call = shown["steps"][0]["tool_calls"][0]
+        assert (call["tool_call_id"], call["pending"], call["is_error"]) == ("call_loc", False, True)
+        assert shown["required_action"] is None
 
 
 # -- 17: deleting a thread under a run -------------------------------------------------------------------

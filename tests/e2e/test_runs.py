@@ -108,7 +108,9 @@ async def test_a_client_tool_pauses_the_run_until_the_client_answers(
     assert waiting["status"] == "requires_action"
     assert waiting["required_action"] == {
         "type": "submit_tool_results",
-        "tool_calls": [{"id": "call_loc", "name": "get_location", "type": "client", "arguments": {"precise": True}}],
+        "tool_calls": [
+            {"tool_call_id": "call_loc", "name": "get_location", "type": "client", "arguments": {"precise": True}}
+        ],
     }
     url = f"/v1/runs/{run['id']}/tool-results"
     wrong = await client.post(

@@ -44,7 +44,8 @@ class SubmitToolResults:
             if run is None:
                 raise RunNotFound(f"run {command.run_id} not found")
             now = self._clock.now()
-            waited = run.resume([r.tool_use_id for r in command.results], now)
+            failed = {r.tool_use_id for r in command.results if r.is_error}
+            waited = run.resume([r.tool_use_id for r in command.results], now, failed)
             thread = await uow.threads.get(org_id, run.thread_id, for_update=True)
             if thread is None:
                 raise ThreadNotFound(f"thread {run.thread_id} not found")

@@ -3,7 +3,7 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from pydantic import Field, StrictBool, StringConstraints, field_validator
+from pydantic import AliasChoices, Field, StrictBool, StringConstraints, field_validator
 
 from application.caller import Caller
 from application.runs.create_run import INPUT_MAX, CreateRunCommand
@@ -75,8 +75,17 @@ class UsageOut(ResponseModel):
     total_tokens: int
 
 
+CallId = Annotated[
+    str,
+    Field(
+        validation_alias=AliasChoices("tool_call_id", "id"),
+        description="The call's id, as run events name it; answer it as `tool_use_id` in /tool-results",
+    ),
+]
+
+
 class StepToolCallOut(ResponseModel):
-    id: str
+    tool_call_id: CallId
     name: str
     type: str
     is_error: bool
@@ -94,7 +103,7 @@ class StepOut(ResponseModel):
 
 
 class PendingCallOut(ResponseModel):
-    id: str
+    tool_call_id: CallId
     name: str
     type: str
     arguments: dict[str, Any]
