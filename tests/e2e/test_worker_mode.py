@@ -95,6 +95,7 @@ async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
             env = os.environ | {
                 "THREADLINE_DATABASE_URL": url,
                 "THREADLINE_EXECUTOR": "queue",
+                "THREADLINE_DATABASE_POOL_SIZE": "5",  # 4 processes within the server's 100 connections
                 "THREADLINE_LOG_FORMAT": "text",
                 "THREADLINE_OPENAI_API_KEY": "sk-test",
                 "THREADLINE_OPENAI_BASE_URL": model.base_url,
@@ -184,3 +185,27 @@ async def test_many_runs_spread_over_both_workers_and_each_completes_once(deploy
     run_ids = [e["data"]["run_id"] for e in ends]
     per_worker = [sum(any(r in line for line in w.log) for r in run_ids) for w in deployment.workers]
     assert sum(per_worker) == 40 and all(per_worker), per_worker
+
+
+async def test_followers_that_subscribe_right_after_creating_runs_all_get_the_terminal_event(
+    deployment: Deployment,
+) -> None:
+    async with (
+        httpx.AsyncClient(base_url=deployment.apis[0], timeout=120) as a,
+        httpx.AsyncClient(base_url=deployment.apis[1], timeout=120) as b,
+    ):
+        agent = await a.post("/v1/agents", json={"name": "Quick followers"}, headers=deployment.headers)
+
+        async def follow() -> list[dict[str, Any]]:
+            thread = await a.post("/v1/threads", json={"agent_id": agent.json()["id"]}, headers=deployment.headers)
+            run = await a.post(
+                f"/v1/threads/{thread.json()['id']}/runs", json={"input": "hi"}, headers=deployment.headers
+            )
+            assert run.status_code == 201, run.text
+            stream = await b.get(f"/v1/runs/{run.json()['id']}/events", headers=deployment.headers)
+            assert stream.status_code == 200, stream.text
+            return sse_events(stream.text)
+
+        followed = await asyncio.gather(*(follow() for _ in range(200)))
+    assert [events[-1]["type"] for events in followed] == ["run.completed"] * 200
+    assert all([e["seq"] for e in events] == list(range(1, len(events) + 1)) for events in followed)

@@ -32,15 +32,17 @@ RUNS = "threadline_runs"
 Execute = Callable[[OrgId, RunId], Coroutine[object, None, object]]
 
 
-def job_queue(database_url: str) -> procrastinate.App:
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=libpq_dsn(database_url)))
+def job_queue(database_url: str, pool_size: int) -> procrastinate.App:
+    """The job queue, on a connection pool of its own (procrastinate speaks psycopg) of up to `pool_size`."""
+    connector = procrastinate.PsycopgConnector(conninfo=libpq_dsn(database_url), min_size=1, max_size=pool_size)
+    app = procrastinate.App(connector=connector)
     app.task(name=TASK, queue=QUEUE, pass_context=True)(_execute_run_job)
     return app
 
 
 @contextlib.asynccontextmanager
-async def opened(database_url: str) -> AsyncIterator[procrastinate.App]:
-    async with job_queue(database_url).open_async() as app:
+async def opened(database_url: str, pool_size: int) -> AsyncIterator[procrastinate.App]:
+    async with job_queue(database_url, pool_size).open_async() as app:
         yield app
 
 
