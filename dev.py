@@ -54,8 +54,25 @@ def serve(args: list[str]) -> None:
     os.execv(str(BIN / "threadline"), [str(BIN / "threadline"), "serve", *args])
 
 
+def ensure_chromium() -> None:
+    """The console's browser tests drive Debian's chromium (Playwright never downloads a browser here):
+    install it when it is missing and apt-get can; without it those tests skip and say why."""
+    if os.environ.get("THREADLINE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser"):
+        return
+    if not shutil.which("apt-get") or os.geteuid() != 0:
+        print("no chromium: the console's browser tests will be skipped (apt-get install chromium)", flush=True)
+        return
+    print("installing chromium for the console's browser tests ...", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+        if subprocess.run(command, cwd=ROOT, check=False, env=env).returncode != 0:
+            print("chromium could not be installed: the console's browser tests will be skipped", flush=True)
+            return
+
+
 def test(args: list[str]) -> None:
     ensure_venv("test")
+    ensure_chromium()
     if shutil.which("npm") and (ROOT / "tests" / "mcp_servers" / "package.json").exists():
         run([sys.executable, str(ROOT / "tests" / "mcp_servers" / "install.py")])
     print("== ruff", flush=True)

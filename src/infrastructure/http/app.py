@@ -1,3 +1,4 @@
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -5,6 +6,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.routing import Route
 
+from infrastructure.console import router as console
 from infrastructure.container import Container
 from infrastructure.http.body_limit import BodyLimitMiddleware
 from infrastructure.http.errors import install_error_handlers
@@ -60,11 +62,13 @@ def create_app(container: Container | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.container = container
+    app.state.stopping = asyncio.Event()  # set by `threadline serve` when asked to stop (see cli.py)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings().max_request_bytes)
     app.add_middleware(NulInUrlMiddleware)
     for module in ROUTERS:
         app.include_router(module.router)
+    app.include_router(console.router)
     # The MCP endpoint is a plain ASGI app (the SDK's transport) behind API key authentication.
     for path in ("/mcp", "/mcp/"):
         app.router.routes.append(Route(path, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False))

@@ -1,0 +1,1 @@
+"""The admin console: static pages served at /console, built on the REST API and nothing else."""
