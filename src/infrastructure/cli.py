@@ -94,14 +94,19 @@ def serve(
     configure_logging(settings.log_level, settings.log_format)
     if migrate_first:
         _migrate(container)
-    uvicorn.run(
-        create_app(container),
+    from infrastructure.http.server import StoppingServer
+
+    application = create_app(container)
+    config = uvicorn.Config(
+        application,
         host=host or settings.host,
         port=port or settings.port,
         log_config=None,
         access_log=True,
         lifespan="on",
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )
+    StoppingServer(config, stopping=application.state.stopping).run()
 
 
 @app.command()

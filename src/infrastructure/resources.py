@@ -119,7 +119,7 @@ async def run_executor(settings: Settings, execute_run: Callable[[], ExecuteRun]
     try:
         yield executor
     finally:
-        await executor.shutdown()
+        await executor.shutdown(grace_seconds=settings.shutdown_grace_seconds)
 
 
 async def run_event_bus(settings: Settings) -> AsyncIterator[RunEventBus]:

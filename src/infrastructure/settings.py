@@ -92,6 +92,9 @@ class Settings(BaseSettings):
         "take them from a job queue in the database; PostgreSQL only)",
     )
     worker_concurrency: int = Field(default=64, ge=1, description="Runs one `threadline worker` executes at once")
+    shutdown_grace_seconds: int = Field(
+        default=10, ge=0, description="On SIGTERM, how long `threadline serve` waits for requests and runs in flight"
+    )
     worker_grace_seconds: float = Field(
         default=10, ge=0, description="On SIGTERM, how long a worker lets its runs go on before it stops them"
     )

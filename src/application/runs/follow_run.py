@@ -4,6 +4,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from application.caller import Caller
 from application.errors import (
@@ -23,26 +24,41 @@ class RunFollower:
     settled: bool
     """True when the run had ended (or was waiting) as the follower arrived: the history is all there is."""
 
-    async def events(self, heartbeat: float) -> AsyncIterator[RunEvent | None]:
-        """The history, then live events (None after `heartbeat` seconds of silence) until one ends it."""
+    async def events(self, heartbeat: float, until: asyncio.Event | None = None) -> AsyncIterator[RunEvent | None]:
+        """The history, then live events (None after `heartbeat` seconds of silence) until one ends it, or
+        until `until` is set (the process is stopping: the follower comes back with Last-Event-ID)."""
         last = 0
-        for event in self.history:
-            last = max(last, event.seq)
-            yield event
+        for past in self.history:
+            last = max(last, past.seq)
+            yield past
         if self.settled or (self.history and self.history[-1].type.ends_stream):
             return
-        while True:
-            try:
-                event = await asyncio.wait_for(self.subscription.next(), heartbeat)
-            except TimeoutError:
-                yield None
-                continue
-            if event.seq <= last:
-                continue
-            last = event.seq
-            yield event
-            if event.type.ends_stream:
-                return
+        stopping: asyncio.Future[Any] = asyncio.ensure_future((until or asyncio.Event()).wait())
+        try:
+            while not stopping.done():
+                event = await self._next(heartbeat, stopping)
+                if event is None:
+                    if not stopping.done():
+                        yield None
+                    continue
+                if event.seq <= last:
+                    continue
+                last = event.seq
+                yield event
+                if event.type.ends_stream:
+                    return
+        finally:
+            stopping.cancel()
+
+    async def _next(self, heartbeat: float, stopping: "asyncio.Future[Any]") -> RunEvent | None:
+        """The next live event, or None after `heartbeat` seconds of silence or once stopping."""
+        waiting: asyncio.Future[Any] = asyncio.ensure_future(self.subscription.next())
+        done, _ = await asyncio.wait({waiting, stopping}, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED)
+        if waiting in done:
+            event: RunEvent = waiting.result()
+            return event
+        waiting.cancel()
+        return None
 
 
 class FollowRun:

@@ -1,10 +1,11 @@
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Annotated
 from uuid import UUID
 
 from dependency_injector.wiring import Provide, inject
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from application.caller import Caller
@@ -30,19 +31,33 @@ SSE = {
 }
 
 
-async def _stream(following: AbstractAsyncContextManager[RunFollower]) -> AsyncIterator[str]:
+def _stopping(request: Request) -> asyncio.Event:
+    """Set when the server is asked to stop: open event streams end, and their clients come back elsewhere."""
+    stopping: asyncio.Event = request.app.state.stopping
+    return stopping
+
+
+StoppingDep = Annotated[asyncio.Event, Depends(_stopping)]
+
+
+async def _stream(following: AbstractAsyncContextManager[RunFollower], stopping: asyncio.Event) -> AsyncIterator[str]:
     async with following as follower:
-        async for event in follower.events(HEARTBEAT_SECONDS):
+        async for event in follower.events(HEARTBEAT_SECONDS, until=stopping):
             yield ": keep-alive\n\n" if event is None else sse_frame(event)
 
 
 async def _event_stream(
-    follow: FollowRun, caller: Caller, run_id: RunId, after_seq: int = 0, status_code: int = 200
+    follow: FollowRun,
+    caller: Caller,
+    run_id: RunId,
+    stopping: asyncio.Event,
+    after_seq: int = 0,
+    status_code: int = 200,
 ) -> StreamingResponse:
     # Subscribed before the response starts, so no event published from here on is missed.
     following = await follow.execute(caller, run_id, after_seq)
     return StreamingResponse(
-        _stream(following),
+        _stream(following, stopping),
         status_code=status_code,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
@@ -64,10 +79,12 @@ async def create_run(
     response: Response,
     use_case: Annotated[CreateRun, Depends(Provide[Container.create_run])],
     follow: Annotated[FollowRun, Depends(Provide[Container.follow_run])],
+    stopping: StoppingDep,
 ) -> RunOut | StreamingResponse:
     created = await use_case.execute(body.to_command(caller, thread_id))
     if body.stream:
-        return await _event_stream(follow, caller, created.run.id, status_code=201 if created.created else 200)
+        status_code = 201 if created.created else 200
+        return await _event_stream(follow, caller, created.run.id, stopping, status_code=status_code)
     if not created.created:
         response.status_code = 200
     return RunOut.model_validate(created.run)
@@ -125,12 +142,13 @@ async def run_events(
     run_id: UUID,
     caller: CallerDep,
     follow: Annotated[FollowRun, Depends(Provide[Container.follow_run])],
+    stopping: StoppingDep,
     after: Annotated[int, Query(ge=0, le=POSITION_MAX, description="Only events after this sequence number")] = 0,
     last_event_id: Annotated[
         int | None, Header(ge=0, le=POSITION_MAX, description="The last event seen: resume after it")
     ] = None,
 ) -> StreamingResponse:
-    return await _event_stream(follow, caller, RunId(run_id), max(after, last_event_id or 0))
+    return await _event_stream(follow, caller, RunId(run_id), stopping, max(after, last_event_id or 0))
 
 
 @router.post("/runs/{run_id}/cancel", response_model=RunOut, summary="Cancel a run")
@@ -156,8 +174,9 @@ async def submit_tool_results(
     caller: CallerDep,
     use_case: Annotated[SubmitToolResults, Depends(Provide[Container.submit_tool_results])],
     follow: Annotated[FollowRun, Depends(Provide[Container.follow_run])],
+    stopping: StoppingDep,
 ) -> RunOut | StreamingResponse:
     run = await use_case.execute(body.to_command(caller, run_id))
     if body.stream:
-        return await _event_stream(follow, caller, run.id)
+        return await _event_stream(follow, caller, run.id, stopping)
     return RunOut.model_validate(run)

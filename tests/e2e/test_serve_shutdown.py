@@ -1,0 +1,77 @@
+"""`threadline serve` asked to stop while clients follow runs: the streams end at once, the process exits."""
+
+import asyncio
+import os
+import re
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.databases import fresh_database
+from tests.fakes.openai_server import FakeOpenAI
+
+THREADLINE = str(Path(sys.executable).with_name("threadline"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _threadline(env: dict[str, str], *args: str) -> str:
+    process = await asyncio.create_subprocess_exec(THREADLINE, *args, env=env, stdout=asyncio.subprocess.PIPE)
+    out, _ = await process.communicate()
+    assert process.returncode == 0
+    return out.decode()
+
+
+async def test_sigterm_ends_open_event_streams_and_the_server_exits_within_its_grace(tmp_path: Path) -> None:
+    with fresh_database(tmp_path) as url:  # blocking set-up and clean-up, outside the server's life
+        async with FakeOpenAI() as model:
+            held = model.hold(first_text="a long thought")
+            env = os.environ | {
+                "THREADLINE_DATABASE_URL": url,
+                "THREADLINE_LOG_FORMAT": "text",
+                "THREADLINE_OPENAI_API_KEY": "sk-test",
+                "THREADLINE_OPENAI_BASE_URL": model.base_url,
+                "THREADLINE_DATA_DIR": str(tmp_path / "data"),
+                "THREADLINE_SHUTDOWN_GRACE_SECONDS": "5",
+            }
+            await _threadline(env, "migrate")
+            key = re.search(r"(tl_\S+)", await _threadline(env, "orgs", "create", "Stopping"))
+            assert key is not None
+            headers = {"Authorization": f"Bearer {key.group(1)}"}
+            port = _free_port()
+            server = await asyncio.create_subprocess_exec(
+                THREADLINE, "serve", "--no-migrate", "--port", str(port), env=env, stderr=asyncio.subprocess.PIPE
+            )
+            assert server.stderr is not None
+            while b"Application startup complete" not in await server.stderr.readline():
+                pass
+            drain = asyncio.create_task(server.stderr.read())  # the log must never fill its pipe
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as http:
+                agent = await http.post("/v1/agents", json={"name": "Slow", "model": "gpt-test"})
+                thread = await http.post("/v1/threads", json={"agent_id": agent.json()["id"]})
+                run = await http.post(f"/v1/threads/{thread.json()['id']}/runs", json={"input": "think"})
+                async with http.stream("GET", f"/v1/runs/{run.json()['id']}/events") as stream:
+                    lines = stream.aiter_lines()
+                    while "message.delta" not in await anext(lines):  # the run is live, the model holds
+                        pass
+                    stopped_at = time.monotonic()
+                    server.send_signal(signal.SIGTERM)
+                    rest = [line async for line in lines]  # returns when the server ends the stream
+                    ended_after = time.monotonic() - stopped_at
+            # uvicorn ends by raising the signal it caught again, once it has shut down cleanly
+            assert await asyncio.wait_for(server.wait(), 10) == -signal.SIGTERM
+            exited_after = time.monotonic() - stopped_at
+            log = (await drain).decode()
+            held.release()
+    assert ended_after < 2, f"the stream ended {ended_after:.1f} s after SIGTERM"
+    assert exited_after < 5 + 2, f"the server exited {exited_after:.1f} s after SIGTERM"
+    assert not any("run.completed" in line for line in rest)
+    assert "Application shutdown complete" in log and "Traceback" not in log
