@@ -1,6 +1,7 @@
 """The admin console in a real browser: headless Chromium on the console served by the suite's app over
 real HTTP, talking to the REST API with the key a person signs in with."""
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -10,7 +11,9 @@ import pytest
 
 from tests.conftest import Tenant
 from tests.e2e.console_browser import SCREENSHOTS, chromium_executable, screenshots_wanted
+from tests.e2e.runs import agent_and_thread, start
 from tests.fakes.mcp_server import FakeMcpServer
+from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, TextReply
 
 playwright_api = pytest.importorskip(
     "playwright.async_api",
@@ -142,6 +145,7 @@ async def test_a_key_revoked_elsewhere_signs_the_console_out_at_its_next_request
         await client.post("/v1/api-keys", json={"name": "elsewhere", "role": "admin"}, headers=tenant.admin)
     ).json()
     await sign_in(page, created["key"], "#/keys")
+    await expect(page.locator("[data-key='elsewhere']")).to_be_visible()
     await client.post(f"/v1/api-keys/{created['id']}/revoke", headers=tenant.admin)
     await page.get_by_role("link", name="Integrations", exact=True).first.click()
     await expect(page.get_by_role("button", name="Sign in")).to_be_visible()
@@ -214,3 +218,79 @@ async def test_an_admin_connects_an_mcp_server_tests_it_and_calls_its_tools(
     await page.get_by_role("link", name="Integrations", exact=True).first.click()
     await expect(page.locator("[data-integration='memo']")).to_contain_text("connected")
     await screenshot(page, "integrations")
+
+
+async def test_an_agent_linked_to_an_integration_answers_a_run_that_streams_in_live(
+    page: Any, client: httpx.AsyncClient, tenant: Tenant, mcp_server: FakeMcpServer, openai: FakeOpenAI
+) -> None:
+    integration = await client.post(
+        "/v1/mcp-integrations", json={"name": "Memo", "url": mcp_server.url}, headers=tenant.admin
+    )
+    assert integration.status_code == 201, integration.text
+    await sign_in(page, bearer(tenant.admin), "#/agents")
+    await expect(page.get_by_text("No agents yet.")).to_be_visible()
+    await page.get_by_role("link", name="New agent").click()
+    await page.get_by_role("textbox", name="Name", exact=True).fill("Helper")
+    await page.get_by_role("combobox", name="Model").fill("gpt-test")
+    await page.get_by_label("Instructions").fill("Answer briefly.")
+    await page.get_by_label("Memo (memo__)").check()
+    await page.get_by_role("button", name="Create agent").click()
+    await expect(page.get_by_role("heading", name="Helper")).to_be_visible()
+    await expect(page.locator(".kv")).to_contain_text("Memo")
+    await screenshot(page, "agent")
+
+    openai.reply_tool_calls(FakeToolCall("memo__echo", {"message": "hi"}))
+    held = openai.hold(first_text="The server said")
+    await page.get_by_role("button", name="Start a thread").click()
+    await page.get_by_role("textbox", name="Message").fill("Ask the memo server to echo hi")
+    await page.get_by_role("button", name="Start run").click()
+
+    answer = page.locator("[data-answer]").last
+    await expect(answer).to_have_text("The server said")  # streamed in while the model still answers
+    await expect(page.locator("[data-run-status]")).to_have_text("in progress")
+    await expect(page.locator("[data-tool-call='memo__echo']")).to_contain_text("Echo: hi")
+    await screenshot(page, "run")
+    held.release(TextReply(" hi back."))
+    await expect(page.locator("[data-run-status]")).to_have_text("completed")
+    await expect(answer).to_have_text("The server said hi back.")
+    assert mcp_server.calls[-1] == "echo"
+
+    await page.get_by_role("link", name="Thread", exact=True).click()
+    await expect(page.locator(".message.assistant").last).to_contain_text("The server said hi back.")
+    await screenshot(page, "thread")
+
+
+async def test_a_long_run_is_cancelled_from_its_page(
+    page: Any, client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
+) -> None:
+    _, thread = await agent_and_thread(client, tenant)
+    held = openai.hold()
+    run = await start(client, tenant, thread, input="Think for a long time")
+    await sign_in(page, bearer(tenant.admin), f"#/runs/{run['id']}")
+    await expect(page.locator("[data-run-status]")).to_have_text("in progress")
+    await page.get_by_role("button", name="Cancel run").click()
+    await expect(page.locator("[data-run-status]")).to_have_text("cancelled")
+    await expect(page.get_by_role("button", name="Cancel run")).to_be_hidden()
+    await asyncio.wait_for(held.abandoned.wait(), 10)  # the model call was stopped, not left running
+    assert (await client.get(f"/v1/runs/{run['id']}", headers=tenant.admin)).json()["status"] == "cancelled"
+
+
+async def test_a_run_waiting_for_a_client_tool_is_answered_from_its_page(
+    page: Any, client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
+) -> None:
+    _, thread = await agent_and_thread(client, tenant, tools=[{"type": "send_email"}])
+    email = {"to": ["ada@example.com"], "subject": "Hello", "body": "Hi Ada"}
+    openai.reply_tool_calls(FakeToolCall("send_email", email, id="call_mail"))
+    openai.reply_text("The email is on its way.")
+    run = await start(client, tenant, thread, input="Email Ada")
+    await sign_in(page, bearer(tenant.admin), f"#/runs/{run['id']}")
+    await expect(page.locator("[data-run-status]")).to_have_text("requires action")
+    pending = page.locator("[data-pending='send_email']")
+    await expect(pending).to_contain_text("ada@example.com")
+    await screenshot(page, "requires-action")
+    await pending.get_by_label("Result of send_email").fill("sent, message id 42")
+    await page.get_by_role("button", name="Send results").click()
+    await expect(page.locator("[data-run-status]")).to_have_text("completed")
+    await expect(page.locator("[data-answer]").last).to_have_text("The email is on its way.")
+    tool_message = openai.requests[-1]["messages"][-1]
+    assert tool_message["role"] == "tool" and tool_message["content"] == "sent, message id 42"

@@ -66,9 +66,10 @@ function shell(active) {
 }
 
 function route() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  const [path, search] = location.hash.replace(/^#\/?/, "").split("?");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   const page = PAGES.find((p) => p.path === parts[0]) || PAGES[0];
-  return { page, params: page.path === parts[0] ? parts.slice(1) : [] };
+  return { page, params: page.path === parts[0] ? parts.slice(1) : [], query: new URLSearchParams(search || "") };
 }
 
 async function render() {
@@ -78,12 +79,13 @@ async function render() {
     signInView();
     return;
   }
-  const { page, params } = route();
+  const { page, params, query } = route();
   const main = shell(page.path);
   document.title = `${page.label} · Threadline console`;
   const ctx = {
     main,
     params,
+    query,
     signal: current.signal,
     me: session.me,
     isAdmin: session.isAdmin,

@@ -62,8 +62,14 @@ export function schemaForm(schema, { prefix = "Argument" } = {}) {
     });
   }
   const names = Object.keys(properties);
+  const node = h("div", { class: "schema-form" }, nodes.length ? nodes : h("p", { class: "hint" }, "No arguments."));
+  // Required is checked by read(), in words: the browser's own check would block the surrounding form.
+  for (const control of node.querySelectorAll("[required]")) {
+    control.required = false;
+    control.setAttribute("aria-required", "true");
+  }
   return {
-    node: h("div", { class: "schema-form" }, nodes.length ? nodes : h("p", { class: "hint" }, "No arguments.")),
+    node,
     read() {
       const values = {};
       names.forEach((name, index) => {

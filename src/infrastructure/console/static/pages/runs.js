@@ -1,5 +1,233 @@
-import { empty, pageHeader, replace } from "../ui.js";
+// Runs: filtered by agent, status and time; one run as a live timeline (its events over SSE read with
+// fetch, since EventSource cannot send the Authorization header), cancel, and answering client tools.
+import { all, followEvents, get, post } from "../api.js";
+import { badge, busy, button, checkbox, empty, errorBox, field, h, json, link, pageHeader, replace, select, statusBadge, toast, when } from "../ui.js";
 
-export async function render({ main }) {
-  replace(main, pageHeader("Coming soon"), empty("This page is not written yet."));
+const STATUSES = ["queued", "in_progress", "requires_action", "completed", "failed", "cancelled"];
+const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+
+export async function render(ctx) {
+  const [id] = ctx.params;
+  if (id) return runPage(ctx, id);
+  return listPage(ctx);
+}
+
+async function listPage({ main, signal, go, query }) {
+  const agents = await all("/v1/agents", { signal });
+  const filters = { agent_id: query.get("agent_id") || "", status: query.get("status") || "", thread_id: query.get("thread_id") || "", from: query.get("from") || "", to: query.get("to") || "" };
+  const params = new URLSearchParams();
+  for (const name of ["agent_id", "status", "thread_id"]) if (filters[name]) params.set(name, filters[name]);
+  let runs = await all(`/v1/runs${params.size ? `?${params}` : ""}`, { signal, max: 300 });
+  // The API filters by agent, thread and status; the time window is applied to what it returned.
+  if (filters.from) runs = runs.filter((run) => new Date(run.created_at) >= new Date(filters.from));
+  if (filters.to) runs = runs.filter((run) => new Date(run.created_at) <= new Date(filters.to));
+  const agentName = (id) => agents.find((a) => a.id === id)?.name || "deleted agent";
+
+  const agent = select([["", "All agents"], ...agents.map((a) => [a.id, a.name])], filters.agent_id, { name: "agent_id" });
+  const status = select([["", "Any status"], ...STATUSES.map((s) => [s, s.replace("_", " ")])], filters.status, { name: "status" });
+  const from = h("input", { type: "datetime-local", name: "from", value: filters.from });
+  const to = h("input", { type: "datetime-local", name: "to", value: filters.to });
+  const form = h("form", { class: "card filters", "aria-label": "Filter runs" },
+    field("Agent", agent), field("Status", status), field("Created after", from), field("Created before", to),
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "btn" }, "Apply filters"), link("Clear", "#/runs", { class: "btn ghost" })));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const next = new URLSearchParams();
+    for (const [name, control] of [["agent_id", agent], ["status", status], ["from", from], ["to", to]]) if (control.value) next.set(name, control.value);
+    if (filters.thread_id) next.set("thread_id", filters.thread_id);
+    go(`#/runs${next.size ? `?${next}` : ""}`);
+  });
+  const list = runs.length
+    ? h("ul", { class: "list" }, runs.map((run) => h("li", { class: "item", "data-run": run.id },
+      h("div", { class: "item-main" },
+        h("div", { class: "item-title" }, link(`Run ${run.id.slice(0, 8)}`, `#/runs/${run.id}`), statusBadge(run.status), badge(agentName(run.agent_id))),
+        h("p", { class: "meta" }, `${when(run.created_at)} · ${run.steps.length} steps · ${run.usage.total_tokens} tokens`, run.error ? ` · ${run.error.code}` : "", " · ", link("thread", `#/threads/${run.thread_id}`))))))
+    : empty("No runs match.", "Runs start from a thread: open one under Threads and send a message.");
+  replace(main, pageHeader("Runs"), form, list);
+}
+
+// ---- one run, live ----
+
+async function runPage({ main, signal }, id) {
+  let run = await get(`/v1/runs/${id}`, { signal });
+  const statusArea = h("span", { "data-run-status": "" });
+  const cancelButton = button("Cancel run", () => busy(cancelButton, async () => {
+    try {
+      run = await post(`/v1/runs/${id}/cancel`);
+      showRun();
+    } catch (error) {
+      toast(error.detail || error.message, "bad");
+    }
+  }), { class: "btn danger" });
+  const facts = h("div", { class: "card" });
+  const actionArea = h("div", { "aria-live": "polite" });
+  const timeline = h("ol", { class: "timeline", "aria-label": "Timeline", "aria-live": "polite" });
+  const problems = h("div", { "aria-live": "polite" });
+  let lastSeq = 0;
+  const answers = new Map(); // message_id -> the element the model's text streams into
+  const calls = new Map(); // tool_call_id -> { item, startedAt }
+  let sawText = false;
+  let shownCalls = "";
+
+  function showRun() {
+    replace(statusArea, statusBadge(run.status));
+    cancelButton.hidden = TERMINAL.has(run.status);
+    replace(facts, h("dl", { class: "kv" },
+      h("dt", {}, "Thread"), h("dd", {}, link(run.thread_id, `#/threads/${run.thread_id}`)),
+      h("dt", {}, "Agent"), h("dd", {}, link(run.agent_id, `#/agents/${run.agent_id}`)),
+      h("dt", {}, "Created"), h("dd", {}, when(run.created_at)),
+      h("dt", {}, "Ended"), h("dd", {}, run.ended_at ? when(run.ended_at) : "not yet"),
+      h("dt", {}, "Steps"), h("dd", {}, String(run.steps.length)),
+      h("dt", {}, "Usage"), h("dd", { "data-usage": "" }, `${run.usage.input_tokens} in · ${run.usage.output_tokens} out · ${run.usage.total_tokens} tokens`),
+      run.trace_id ? [h("dt", {}, "Trace"), h("dd", { class: "mono" }, run.trace_id)] : null,
+      run.parent_run_id ? [h("dt", {}, "Parent run"), h("dd", {}, link(run.parent_run_id, `#/runs/${run.parent_run_id}`))] : null),
+      run.warnings.length ? h("div", { class: "notice" }, h("strong", {}, "Warnings"), h("ul", {}, run.warnings.map((w) => h("li", {}, w)))) : null,
+      run.error ? errorBox({ error: run.error.code, detail: run.error.message }, "The run failed") : null,
+      h("details", {}, h("summary", {}, "Steps"), run.steps.length ? json(run.steps) : h("p", { class: "hint" }, "No step yet.")));
+    // The form stays as it is while the same calls wait: what the person typed is kept.
+    const waiting = run.status === "requires_action" && run.required_action ? run.required_action.tool_calls : [];
+    const key = waiting.map((call) => call.tool_call_id).join(" ");
+    if (key !== shownCalls) {
+      shownCalls = key;
+      replace(actionArea, waiting.length ? toolResultsForm(waiting) : null);
+    }
+  }
+
+  function item(kind, ...children) {
+    const li = h("li", { class: kind }, ...children);
+    timeline.append(li);
+    return li;
+  }
+
+  function onEvent(frame) {
+    lastSeq = Math.max(lastSeq, frame.seq);
+    const data = frame.data || {};
+    const at = h("span", { class: "meta" }, ` ${new Date(frame.created_at).toLocaleTimeString()}`);
+    switch (frame.type) {
+      case "run.created":
+        item("", h("strong", {}, "Run created"), at);
+        break;
+      case "run.in_progress":
+        run.status = "in_progress";
+        item("live", h("strong", {}, "Running"), at);
+        break;
+      case "message.delta": {
+        let target = answers.get(data.message_id);
+        if (!target) {
+          target = h("div", { class: "answer", "data-answer": "", "aria-live": "off" });
+          answers.set(data.message_id, target);
+          item("live", h("strong", {}, "Model answer"), at, target);
+        }
+        target.append(data.text);
+        sawText = true;
+        break;
+      }
+      case "tool_call.started": {
+        const result = h("div", { class: "meta" }, "running…");
+        const li = item("live", h("strong", {}, "Tool call "), h("code", {}, data.name), " ", badge(data.type), at,
+          h("details", {}, h("summary", {}, "Arguments"), json(data.arguments)), result);
+        li.dataset.toolCall = data.name;
+        calls.set(data.tool_call_id, { li, result, startedAt: new Date(frame.created_at) });
+        break;
+      }
+      case "tool_call.completed": {
+        const call = calls.get(data.tool_call_id);
+        const seconds = call ? ((new Date(frame.created_at) - call.startedAt) / 1000).toFixed(2) : null;
+        const body = h("div", {}, h("span", { class: "meta" }, `${data.is_error ? "failed" : "returned"}${seconds ? ` after ${seconds} s` : ""}`),
+          data.is_error ? h("div", { class: "error" }, data.result) : h("pre", { class: "json" }, data.result));
+        if (call) {
+          call.li.className = data.is_error ? "bad" : "ok";
+          replace(call.result, body);
+        } else {
+          item(data.is_error ? "bad" : "ok", h("strong", {}, "Tool result "), h("code", {}, data.name), at, body);
+        }
+        break;
+      }
+      case "run.requires_action":
+        run.status = "requires_action";
+        item("warn", h("strong", {}, "Waiting for client tool results"), at);
+        break;
+      case "run.completed":
+        run.status = "completed";
+        if (!sawText && data.answer) item("ok", h("strong", {}, "Answer"), at, h("div", { class: "answer", "data-answer": "" }, data.answer));
+        item("ok", h("strong", {}, "Completed"), at);
+        break;
+      case "run.failed":
+        run.status = "failed";
+        item("bad", h("strong", {}, "Failed"), at, data.error ? h("p", {}, `${data.error.code}: ${data.error.message}`) : null);
+        break;
+      case "run.cancelled":
+        run.status = "cancelled";
+        item("", h("strong", {}, "Cancelled"), at);
+        break;
+      default:
+        item("", h("strong", {}, frame.type), at, json(data));
+    }
+    replace(statusArea, statusBadge(run.status));
+    cancelButton.hidden = TERMINAL.has(run.status);
+  }
+
+  async function follow() {
+    let failures = 0;
+    while (!signal.aborted) {
+      try {
+        await followEvents(`/v1/runs/${id}/events`, onEvent, { signal, after: lastSeq });
+        failures = 0;
+      } catch (error) {
+        if (error.name === "AbortError" || signal.aborted) return;
+        failures += 1;
+        if (failures > 3) {
+          replace(problems, errorBox(error, "The live view stopped"));
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 500 * failures));
+        continue;
+      }
+      try {
+        run = await get(`/v1/runs/${id}`, { signal });
+      } catch (error) {
+        if (error.name !== "AbortError") replace(problems, errorBox(error, "The run could not be read again"));
+        return;
+      }
+      showRun();
+      // The stream ends when the run ends or waits for this page; anything else is a dropped connection.
+      if (TERMINAL.has(run.status) || run.status === "requires_action") return;
+    }
+  }
+
+  function toolResultsForm(pending) {
+    const rows = pending.map((call) => {
+      const result = h("textarea", { name: `result-${call.tool_call_id}`, rows: "3", class: "prose" });
+      const failed = checkbox("Report it as an error");
+      return { call, result, failed, node: h("div", { class: "card", "data-pending": call.name },
+        h("h3", {}, h("code", {}, call.name), " ", badge(call.type)), json(call.arguments),
+        field(`Result of ${call.name}`, result, { hint: "The text the model reads as the tool's result." }), failed.node) };
+    });
+    const status = h("div", { "aria-live": "polite" });
+    const send = h("button", { type: "submit", class: "btn primary" }, "Send results");
+    const form = h("form", { class: "card warn-card", "aria-label": "Answer the client tools" },
+      h("h2", {}, "The run waits for your client tools"),
+      h("p", {}, "Carry out each call, write what it returned, then send the results: the run goes on."), rows.map((r) => r.node), status, send);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      await busy(send, async () => {
+        try {
+          run = await post(`/v1/runs/${id}/tool-results`, { tool_results: rows.map(({ call, result, failed }) => ({ tool_use_id: call.tool_call_id, result: result.value, is_error: failed.input.checked })) });
+          showRun();
+          follow();
+        } catch (error) {
+          replace(status, errorBox(error, "The results were not accepted"));
+        }
+      });
+    });
+    return form;
+  }
+
+  replace(main, h("p", { class: "crumbs" }, link("Runs", "#/runs"), " · ", link("Thread", `#/threads/${run.thread_id}`)),
+    pageHeader(`Run ${id.slice(0, 8)}`, statusArea, cancelButton),
+    h("div", { class: "split" },
+      h("section", { "aria-label": "Timeline" }, h("h2", {}, "Timeline"), actionArea, timeline, problems),
+      h("section", { "aria-label": "Details" }, h("h2", {}, "Details"), facts)));
+  showRun();
+  follow();
 }
