@@ -51,6 +51,7 @@ class RunErrorCode(StrEnum):
     MAX_STEPS_EXCEEDED = "max_steps_exceeded"
     AGENT_NOT_FOUND = "agent_not_found"
     INTERRUPTED = "interrupted"
+    WORKER_LOST = "worker_lost"
     STORAGE_UNAVAILABLE = "storage_unavailable"
     INTERNAL_ERROR = "internal_error"
 

@@ -133,6 +133,7 @@ def worker(
                 queues=queues or [QUEUE],
                 concurrency=concurrency or settings.worker_concurrency,
                 grace_seconds=settings.worker_grace_seconds,
+                lost_seconds=settings.worker_lost_seconds,
             )
         finally:
             await close_resources(container)

@@ -112,7 +112,8 @@ async def run_executor(settings: Settings, execute_run: Callable[[], ExecuteRun]
     """In worker mode, the job queue (a worker process takes its jobs from the same object); else this process."""
     if settings.executor is Executor.QUEUE:
         # The queue's own pool: a quarter of the process's connections (`database_pool_size`, twice with overflow).
-        async with job_queue.opened(settings.database_url, max(2, settings.database_pool_size // 2)) as app:
+        pool_size, lost_seconds = max(2, settings.database_pool_size // 2), settings.worker_lost_seconds
+        async with job_queue.opened(settings.database_url, pool_size, lost_seconds) as app:
             yield QueueRunExecutor(app)
         return
     executor = InProcessRunExecutor(executing(execute_run), concurrency=settings.max_concurrent_runs)

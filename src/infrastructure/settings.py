@@ -95,6 +95,9 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: int = Field(
         default=10, ge=0, description="On SIGTERM, how long `threadline serve` waits for requests and runs in flight"
     )
+    worker_lost_seconds: float = Field(
+        default=15, ge=2, description="A worker silent for this long is lost: other workers take over its runs"
+    )
     worker_grace_seconds: float = Field(
         default=10, ge=0, description="On SIGTERM, how long a worker lets its runs go on before it stops them"
     )

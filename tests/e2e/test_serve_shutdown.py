@@ -1,6 +1,7 @@
 """`threadline serve` asked to stop while clients follow runs: the streams end at once, the process exits."""
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -31,46 +32,54 @@ async def _threadline(env: dict[str, str], *args: str) -> str:
 
 
 async def test_sigterm_ends_open_event_streams_and_the_server_exits_within_its_grace(tmp_path: Path) -> None:
-    with fresh_database(tmp_path) as url:  # blocking set-up and clean-up, outside the server's life
-        async with FakeOpenAI() as model:
-            held = model.hold(first_text="a long thought")
-            env = os.environ | {
-                "THREADLINE_DATABASE_URL": url,
-                "THREADLINE_LOG_FORMAT": "text",
-                "THREADLINE_OPENAI_API_KEY": "sk-test",
-                "THREADLINE_OPENAI_BASE_URL": model.base_url,
-                "THREADLINE_DATA_DIR": str(tmp_path / "data"),
-                "THREADLINE_SHUTDOWN_GRACE_SECONDS": "5",
-            }
-            await _threadline(env, "migrate")
-            key = re.search(r"(tl_\S+)", await _threadline(env, "orgs", "create", "Stopping"))
-            assert key is not None
-            headers = {"Authorization": f"Bearer {key.group(1)}"}
-            port = _free_port()
-            server = await asyncio.create_subprocess_exec(
-                THREADLINE, "serve", "--no-migrate", "--port", str(port), env=env, stderr=asyncio.subprocess.PIPE
-            )
-            assert server.stderr is not None
-            while b"Application startup complete" not in await server.stderr.readline():
-                pass
-            drain = asyncio.create_task(server.stderr.read())  # the log must never fill its pipe
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as http:
-                agent = await http.post("/v1/agents", json={"name": "Slow", "model": "gpt-test"})
-                thread = await http.post("/v1/threads", json={"agent_id": agent.json()["id"]})
-                run = await http.post(f"/v1/threads/{thread.json()['id']}/runs", json={"input": "think"})
-                async with http.stream("GET", f"/v1/runs/{run.json()['id']}/events") as stream:
-                    lines = stream.aiter_lines()
-                    while "message.delta" not in await anext(lines):  # the run is live, the model holds
-                        pass
-                    stopped_at = time.monotonic()
-                    server.send_signal(signal.SIGTERM)
-                    rest = [line async for line in lines]  # returns when the server ends the stream
-                    ended_after = time.monotonic() - stopped_at
-            # uvicorn ends by raising the signal it caught again, once it has shut down cleanly
-            assert await asyncio.wait_for(server.wait(), 10) == -signal.SIGTERM
-            exited_after = time.monotonic() - stopped_at
-            log = (await drain).decode()
-            held.release()
+    database = contextlib.ExitStack()  # a scratch database, made and dropped outside the event loop
+    url = await asyncio.to_thread(database.enter_context, fresh_database(tmp_path))
+    try:
+        await _stop_while_following(tmp_path, url)
+    finally:
+        await asyncio.to_thread(database.close)
+
+
+async def _stop_while_following(tmp_path: Path, url: str) -> None:
+    async with FakeOpenAI() as model:
+        held = model.hold(first_text="a long thought")
+        env = os.environ | {
+            "THREADLINE_DATABASE_URL": url,
+            "THREADLINE_LOG_FORMAT": "text",
+            "THREADLINE_OPENAI_API_KEY": "sk-test",
+            "THREADLINE_OPENAI_BASE_URL": model.base_url,
+            "THREADLINE_DATA_DIR": str(tmp_path / "data"),
+            "THREADLINE_SHUTDOWN_GRACE_SECONDS": "5",
+        }
+        await _threadline(env, "migrate")
+        key = re.search(r"(tl_\S+)", await _threadline(env, "orgs", "create", "Stopping"))
+        assert key is not None
+        headers = {"Authorization": f"Bearer {key.group(1)}"}
+        port = _free_port()
+        server = await asyncio.create_subprocess_exec(
+            THREADLINE, "serve", "--no-migrate", "--port", str(port), env=env, stderr=asyncio.subprocess.PIPE
+        )
+        assert server.stderr is not None
+        while b"Application startup complete" not in await server.stderr.readline():
+            pass
+        drain = asyncio.create_task(server.stderr.read())  # the log must never fill its pipe
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as http:
+            agent = await http.post("/v1/agents", json={"name": "Slow", "model": "gpt-test"})
+            thread = await http.post("/v1/threads", json={"agent_id": agent.json()["id"]})
+            run = await http.post(f"/v1/threads/{thread.json()['id']}/runs", json={"input": "think"})
+            async with http.stream("GET", f"/v1/runs/{run.json()['id']}/events") as stream:
+                lines = stream.aiter_lines()
+                while "message.delta" not in await anext(lines):  # the run is live, the model holds
+                    pass
+                stopped_at = time.monotonic()
+                server.send_signal(signal.SIGTERM)
+                rest = [line async for line in lines]  # returns when the server ends the stream
+                ended_after = time.monotonic() - stopped_at
+        # uvicorn ends by raising the signal it caught again, once it has shut down cleanly
+        assert await asyncio.wait_for(server.wait(), 10) == -signal.SIGTERM
+        exited_after = time.monotonic() - stopped_at
+        log = (await drain).decode()
+        held.release()
     assert ended_after < 2, f"the stream ended {ended_after:.1f} s after SIGTERM"
     assert exited_after < 5 + 2, f"the server exited {exited_after:.1f} s after SIGTERM"
     assert not any("run.completed" in line for line in rest)

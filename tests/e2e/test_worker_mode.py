@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(
     backend() != "postgresql", reason="worker mode needs PostgreSQL (set THREADLINE_TEST_POSTGRES_URL)"
 )
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
+LOST_SECONDS = 4
 
 
 @dataclass
@@ -96,6 +97,7 @@ async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
                 "THREADLINE_DATABASE_URL": url,
                 "THREADLINE_EXECUTOR": "queue",
                 "THREADLINE_DATABASE_POOL_SIZE": "5",  # 4 processes within the server's 100 connections
+                "THREADLINE_WORKER_LOST_SECONDS": str(LOST_SECONDS),
                 "THREADLINE_LOG_FORMAT": "text",
                 "THREADLINE_OPENAI_API_KEY": "sk-test",
                 "THREADLINE_OPENAI_BASE_URL": model.base_url,
@@ -209,3 +211,39 @@ async def test_followers_that_subscribe_right_after_creating_runs_all_get_the_te
         followed = await asyncio.gather(*(follow() for _ in range(200)))
     assert [events[-1]["type"] for events in followed] == ["run.completed"] * 200
     assert all([e["seq"] for e in events] == list(range(1, len(events) + 1)) for events in followed)
+
+
+async def test_the_runs_of_a_killed_worker_are_taken_over_and_each_ends_once(deployment: Deployment) -> None:
+    """Last in this module: it kills a worker."""
+    held = [deployment.model.hold() for _ in range(20)]
+    async with (
+        httpx.AsyncClient(base_url=deployment.apis[0], timeout=60) as a,
+        httpx.AsyncClient(base_url=deployment.apis[1], timeout=60) as b,
+    ):
+        threads = [await _thread(a, deployment) for _ in range(20)]
+        runs = []
+        for index, thread in enumerate(threads):
+            created = await a.post(
+                f"/v1/threads/{thread}/runs", json={"input": f"q{index}"}, headers=deployment.headers
+            )
+            runs.append(created.json()["id"])
+        await asyncio.wait_for(asyncio.gather(*(h.received.wait() for h in held)), 30)  # all 20 in flight
+        victim = deployment.workers[0]
+        lost = [r for r in runs if any(r in line for line in victim.log)]
+        victim.process.kill()
+        killed_at = asyncio.get_running_loop().time()
+        for reply in held:
+            reply.release()
+
+        async def ending(run_id: str) -> dict[str, Any]:
+            stream = await b.get(f"/v1/runs/{run_id}/events", headers=deployment.headers)
+            return sse_events(stream.text)[-1]
+
+        ends = await asyncio.wait_for(asyncio.gather(*(ending(r) for r in runs)), LOST_SECONDS + 20)
+        took = asyncio.get_running_loop().time() - killed_at
+        for thread in threads:
+            listed = (await a.get(f"/v1/threads/{thread}/messages", headers=deployment.headers)).json()["data"]
+            assert [m["role"] for m in listed] == ["user", "assistant"]  # answered once, nothing twice
+    assert lost, "the killed worker held none of the runs"
+    assert [e["type"] for e in ends] == ["run.completed"] * 20
+    assert took < LOST_SECONDS + 10

@@ -488,3 +488,46 @@ async def test_a_model_call_trace_shows_only_the_latest_messages(app: FakeApp) -
     await app.execute_run().execute(run.org_id, run.id)
     shown = app.tracer.of(run.id).generations[0].input
     assert len(shown) == 20 and shown[-1] == {"role": "user", "content": "last"}
+
+
+# -- a run another process left in progress --------------------------------------------------------
+
+
+async def left_in_progress(app: FakeApp, *, calls_in_flight: bool) -> tuple[Thread, Run]:
+    """A run that a process began (and maybe asked the model for tool calls) before it was lost."""
+    _agent, thread, run = await queued(app, "Deploy it", **commands_agent())
+    async with app.uow as uow:
+        stored_run = await uow.runs.get(run.org_id, run.id, for_update=True)
+        stored_thread = await uow.threads.get(thread.org_id, thread.id, for_update=True)
+        assert stored_run is not None and stored_thread is not None
+        stored_run.start(app.clock.now())
+        await uow.runs.save(stored_run)
+        if calls_in_flight:
+            content = (ToolUseContent(id="call_1", name="deploy", params={}),)
+            message = stored_thread.append(
+                MessageRole.ASSISTANT, content, message_id=MessageId(app.ids.new()), now=NOW, run_id=run.id
+            )
+            await uow.threads.save(stored_thread)
+            await uow.messages.add(message)
+        await uow.commit()
+    return thread, run
+
+
+async def test_a_run_left_between_steps_is_resumed_with_a_model_call(app: FakeApp) -> None:
+    thread, run = await left_in_progress(app, calls_in_flight=False)
+    app.model.then(answer("Deployed"))
+    done = await app.execute_run().execute(run.org_id, run.id)
+    assert status(done) is RunStatus.COMPLETED
+    assert [m.role for m in await history(app, thread)] == [MessageRole.USER, MessageRole.ASSISTANT]
+    assert app.bus.types(run.id)[-1] == "run.completed"
+
+
+async def test_a_run_left_during_its_tool_calls_fails_as_worker_lost_without_calling_them_again(
+    app: FakeApp,
+) -> None:
+    _thread, run = await left_in_progress(app, calls_in_flight=True)
+    done = await app.execute_run().execute(run.org_id, run.id)
+    assert status(done) is RunStatus.FAILED and done.error is not None and done.error.code == "worker_lost"
+    assert app.model.requests == [] and app.commands.runs == []
+    assert app.bus.types(run.id)[-1] == "run.failed"
+    assert (await stored(app, run)).error == done.error

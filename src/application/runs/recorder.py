@@ -13,7 +13,8 @@ After each write, the durable state of a run is:
 - `fail_as_stored`: the same, for the run as the database has it (after a write that failed, the run in
   memory may be ahead of it).
 So an in_progress run whose thread ends with an answer that has tool calls was stopped while those calls
-were in flight; any other in_progress run goes on with a model call.
+were in flight: `begin` fails it as worker_lost (the calls may have had effects); any other in_progress run
+goes on with a model call (a worker that takes over a run another one lost resumes it there).
 """
 
 from collections.abc import Callable, Sequence
@@ -37,6 +38,17 @@ from domain.runs import Run, RunErrorCode, RunStatus, RunStep, StepToolCall
 
 HISTORY_LIMIT = 10_000
 """The most messages of its thread a run reads."""
+WORKER_LOST = "the process executing the run stopped while its tool calls were in flight; they are not run again"
+
+
+def _calls_in_flight(history: Sequence[Message]) -> bool:
+    """Whether the thread ends with tool calls of the model whose results were never stored."""
+    last = history[-1] if history else None
+    return (
+        last is not None
+        and last.role is MessageRole.ASSISTANT
+        and any(isinstance(part, ToolUseContent) for part in last.content)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,11 +75,15 @@ class RunRecorder:
             events = await RunEventStream.resume(uow, org_id, run_id, self._bus, self._clock)
             agent = await uow.agents.get(org_id, run.agent_id)
             payload = self._starting(run, agent)
-            recorded = [await events.record(uow, payload)] if payload else []
-            await uow.runs.save(run)
             history: Sequence[Message] = ()
             if agent is not None and run.status is RunStatus.IN_PROGRESS:
                 history = await uow.messages.list(org_id, run.thread_id, limit=HISTORY_LIMIT, after_position=None)
+            if payload is None and _calls_in_flight(history):
+                # Whoever executed it stopped during its tool calls: they may have had effects, so not again.
+                run.fail(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
+                payload = run_ended(run)
+            recorded = [await events.record(uow, payload)] if payload else []
+            await uow.runs.save(run)
             await uow.commit()
         await events.publish(*recorded)
         if agent is None or run.status is not RunStatus.IN_PROGRESS:

@@ -26,29 +26,46 @@ logger = logging.getLogger(__name__)
 
 QUEUE = "runs"
 TASK = "execute_run"
+RECOVER = "take_over_lost_runs"
 RUNS = "threadline_runs"
 """The key of the worker's run executor in the jobs' context."""
+LOST_SECONDS = "threadline_lost_seconds"
+"""The key, in the jobs' context, of how long a worker may be silent before its runs are taken over."""
 
 Execute = Callable[[OrgId, RunId], Coroutine[object, None, object]]
 
 
-def job_queue(database_url: str, pool_size: int) -> procrastinate.App:
-    """The job queue, on a connection pool of its own (procrastinate speaks psycopg) of up to `pool_size`."""
+def job_queue(database_url: str, pool_size: int, lost_seconds: float = 15) -> procrastinate.App:
+    """The job queue, on a connection pool of its own (procrastinate speaks psycopg) of up to `pool_size`.
+    Workers look for runs of lost workers every third of `lost_seconds`."""
     connector = procrastinate.PsycopgConnector(conninfo=libpq_dsn(database_url), min_size=1, max_size=pool_size)
     app = procrastinate.App(connector=connector)
     app.task(name=TASK, queue=QUEUE, pass_context=True)(_execute_run_job)
+    every = max(1, int(lost_seconds // 3))
+    take_over = app.task(name=RECOVER, queue=QUEUE, pass_context=True, queueing_lock=RECOVER)(_take_over_lost_runs)
+    app.periodic(cron=f"* * * * * */{every}", periodic_id=RECOVER)(take_over)
     return app
 
 
 @contextlib.asynccontextmanager
-async def opened(database_url: str, pool_size: int) -> AsyncIterator[procrastinate.App]:
-    async with job_queue(database_url, pool_size).open_async() as app:
+async def opened(database_url: str, pool_size: int, lost_seconds: float) -> AsyncIterator[procrastinate.App]:
+    async with job_queue(database_url, pool_size, lost_seconds).open_async() as app:
         yield app
 
 
 async def _execute_run_job(context: JobContext, org_id: str, run_id: str) -> None:
     runs: WorkerRuns = context.additional_context[RUNS]
     await runs.execute(context, OrgId(UUID(org_id)), RunId(UUID(run_id)))
+
+
+async def _take_over_lost_runs(context: JobContext, timestamp: int) -> None:
+    """Runs whose worker stopped sending heartbeats go back to the queue: a live worker resumes each from its
+    last stored step (or fails it as worker_lost when its tool calls were in flight; see RunRecorder)."""
+    lost_seconds: float = context.additional_context[LOST_SECONDS]
+    manager = context.app.job_manager
+    for job in await manager.get_stalled_jobs(task_name=TASK, seconds_since_heartbeat=lost_seconds):
+        logger.warning("taking over a run whose worker was lost", extra={"run_id": job.task_kwargs.get("run_id")})
+        await manager.retry_job(job)
 
 
 class QueueRunExecutor:
@@ -93,17 +110,26 @@ class WorkerRuns:
 
 
 async def work(
-    executor: object, runs: WorkerRuns, *, queues: list[str], concurrency: int, grace_seconds: float
+    executor: object,
+    runs: WorkerRuns,
+    *,
+    queues: list[str],
+    concurrency: int,
+    grace_seconds: float,
+    lost_seconds: float,
 ) -> None:
-    """Be a worker until SIGTERM or SIGINT: take the queues' jobs, `concurrency` at a time."""
+    """Be a worker until SIGTERM or SIGINT: take the queues' jobs, `concurrency` at a time. The worker sends a
+    heartbeat four times per `lost_seconds`; one silent for longer is lost, and its runs are taken over."""
     if not isinstance(executor, QueueRunExecutor):
         raise TypeError("a worker needs the job queue executor (THREADLINE_EXECUTOR=queue)")
     await executor.app.run_worker_async(
         queues=queues,
         concurrency=concurrency,
         name=f"threadline-{socket.gethostname()}-{os.getpid()}",
-        additional_context={RUNS: runs},
+        additional_context={RUNS: runs, LOST_SECONDS: lost_seconds},
         shutdown_graceful_timeout=grace_seconds,
+        update_heartbeat_interval=lost_seconds / 4,
+        stalled_worker_timeout=lost_seconds,
         install_signal_handlers=True,
         listen_notify=True,
     )
