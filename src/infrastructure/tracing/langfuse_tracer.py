@@ -4,6 +4,7 @@ What the SDK's source dictates here:
 - The SDK keeps one client state per public key for the whole process and never forgets it, even after
   shutdown: a second client with the same key silently gets the first one's base_url and exporter. Each
   tracer therefore removes its entry when shut down, and tests give every tracer its own public key.
+  That registry is private SDK state, reached only through `langfuse_registry.LangfuseRegistry`.
 - Without a tracer provider the SDK installs its own as OpenTelemetry's global provider, and every later
   client adds its exporter to that one. Each tracer owns a TracerProvider instead and touches no global.
 - 5.x has no trace object: session id, trace name and trace metadata are "propagated attributes" that the
@@ -30,6 +31,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from application.ports.tracing import Level, RunTrace, TraceGeneration, TraceSpan
 from domain.usage import Usage
+from infrastructure.tracing.langfuse_registry import LangfuseRegistry
 from infrastructure.tracing.noop import NoopGeneration, NoopRunTrace, NoopSpan
 
 logger = logging.getLogger(__name__)
@@ -211,8 +213,7 @@ class LangfuseTracer:
                 flush_interval=flush_interval_seconds,
                 tracer_provider=self._provider,
             )
-            resources = self._client._resources
-            shared = resources.tracer_provider if resources is not None else None
+            shared = LangfuseRegistry.tracer_provider(self._client)
             if shared is not None and shared is not self._provider:
                 logger.warning(
                     "tracing: a Langfuse client with this public key already exists in this process; "
@@ -275,16 +276,7 @@ class LangfuseTracer:
         client, provider = self._client, self._provider
         if client is not None:
             client.shutdown()
-            self._forget(client)
+            # The SDK's per-key registry would hand this shut-down state to the next client with the same key.
+            LangfuseRegistry.forget(client, self._public_key)
         if provider is not None:
             provider.shutdown()
-
-    def _forget(self, client: Langfuse) -> None:
-        # The SDK's per-key registry would hand this shut-down state to the next client with the same key.
-        resources = client._resources
-        if resources is None:
-            return
-        registry = type(resources)
-        with registry._lock:
-            if registry._instances.get(self._public_key) is resources:
-                del registry._instances[self._public_key]
