@@ -71,6 +71,7 @@ def bearer(headers: dict[str, str]) -> str:
 async def screenshot(page: Any, name: str) -> None:
     if screenshots_wanted():
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        await page.evaluate("document.getElementById('toasts')?.remove()")
         await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
@@ -157,6 +158,14 @@ async def test_a_member_key_reaches_no_admin_action(page: Any, client: httpx.Asy
     await expect(page.locator("[data-role]")).to_have_text("member")
     await expect(page.get_by_text("Only admins manage API keys.")).to_be_visible()
     await expect(page.get_by_role("button", name="Create key")).to_have_count(0)
+    await page.get_by_role("link", name="Integrations", exact=True).first.click()
+    await expect(page.get_by_text("An admin of your organization can connect MCP servers")).to_be_visible()
+    await expect(page.get_by_role("link", name="New integration")).to_have_count(0)
+    await page.goto("/console#/integrations/new")
+    await expect(page.get_by_text("Only admins change integrations.")).to_be_visible()
+    await page.get_by_role("link", name="Prompt templates").click()
+    await expect(page.get_by_text("An admin can create them")).to_be_visible()
+    await expect(page.get_by_role("link", name="New template")).to_have_count(0)
 
     # What the page could send with the member's key, the REST API refuses.
     statuses = await page.evaluate(
@@ -294,3 +303,66 @@ async def test_a_run_waiting_for_a_client_tool_is_answered_from_its_page(
     await expect(page.locator("[data-answer]").last).to_have_text("The email is on its way.")
     tool_message = openai.requests[-1]["messages"][-1]
     assert tool_message["role"] == "tool" and tool_message["content"] == "sent, message id 42"
+
+
+async def test_a_prompt_template_is_edited_with_a_live_preview(
+    page: Any, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    agent, _ = await agent_and_thread(client, tenant, name="Writer")
+    template = {
+        "name": "release-notes",
+        "description": "Write release notes",
+        "arguments": [{"name": "version", "required": True}, {"name": "tone", "default": "neutral"}],
+        "messages": [{"role": "user", "content": "Notes for {version} in a {tone} tone."}],
+        "agent_id": agent["id"],
+    }
+    assert (await client.post("/v1/prompt-templates", json=template, headers=tenant.admin)).status_code == 201
+    await sign_in(page, bearer(tenant.admin), "#/templates")
+    item = page.locator("[data-template='release-notes']")
+    await expect(item).to_contain_text("release_notes")  # the MCP tool it publishes
+    await item.get_by_role("link", name="release-notes").click()
+
+    preview = page.locator("[data-preview]")
+    await expect(preview.get_by_role("alert")).to_contain_text("version")  # required and not given yet
+    await page.get_by_label("version").fill("2.0")
+    await expect(preview).to_have_text(re.compile("Notes for 2.0 in a neutral tone."))
+    await page.get_by_label("tone").fill("friendly")
+    await expect(preview).to_have_text(re.compile("Notes for 2.0 in a friendly tone."))
+    await screenshot(page, "template")
+
+    await page.get_by_label("Template description").fill("Release notes for a version")
+    await page.get_by_role("button", name="Save template").click()
+    await expect(page.get_by_text("Template saved.")).to_be_visible()
+    saved = await client.get("/v1/prompt-templates/release-notes", headers=tenant.admin)
+    assert saved.json()["description"] == "Release notes for a version"
+
+
+async def test_the_console_is_usable_by_keyboard_on_a_phone_wide_screen(
+    browser: Any, live_url: str, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    await agent_and_thread(client, tenant)
+    context = await browser.new_context(viewport={"width": 390, "height": 844}, base_url=live_url)
+    try:
+        page = await context.new_page()
+        await page.goto("/console")
+        await page.keyboard.type(bearer(tenant.admin))  # the key field has the focus
+        await page.keyboard.press("Enter")
+        await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+        for section in ("Integrations", "Agents", "Threads", "Runs", "API keys"):
+            link = page.get_by_role("navigation").get_by_role("link", name=section)
+            await link.focus()
+            await page.keyboard.press("Enter")
+            await expect(page.get_by_role("heading", level=1)).to_be_visible()
+            width = await page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, f"{section} is {width} px wide at 390 px"
+            unlabelled = await page.evaluate(
+                """() => [...document.querySelectorAll("input, select, textarea")]
+                    .filter((c) => c.type !== "hidden" && !c.labels?.length && !c.getAttribute("aria-label"))
+                    .map((c) => c.name)"""
+            )
+            assert unlabelled == [], f"{section}: controls without a label: {unlabelled}"
+        await page.get_by_role("navigation").get_by_role("link", name="Agents").click()
+        await expect(page.locator("[data-agent]")).to_have_count(1)
+        await screenshot(page, "agents-narrow")
+    finally:
+        await context.close()

@@ -145,6 +145,10 @@ async function runPage({ main, signal }, id) {
       }
       case "run.requires_action":
         run.status = "requires_action";
+        for (const pending of data.required_action || []) {
+          const call = calls.get(pending.tool_call_id);
+          if (call) replace(call.result, "waiting for the client's result");
+        }
         item("warn", h("strong", {}, "Waiting for client tool results"), at);
         break;
       case "run.completed":
