@@ -2,6 +2,7 @@
 
 import json
 import logging
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,6 +12,18 @@ _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "taskName",
     "color_message",
 }
+
+
+current_run: ContextVar[str | None] = ContextVar("threadline_current_run", default=None)
+"""The run a task executes: its log lines carry its id (set by the executors)."""
+
+
+class _RunOfTask(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        run_id = current_run.get()
+        if run_id is not None and not hasattr(record, "run_id"):
+            record.run_id = run_id
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -35,6 +48,7 @@ def configure_logging(level: str, fmt: str) -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_RunOfTask())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

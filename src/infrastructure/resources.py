@@ -114,7 +114,7 @@ async def run_executor(settings: Settings, execute_run: Callable[[], ExecuteRun]
         # The queue's own pool: a quarter of the process's connections (`database_pool_size`, twice with overflow).
         pool_size, lost_seconds = max(2, settings.database_pool_size // 2), settings.worker_lost_seconds
         async with job_queue.opened(settings.database_url, pool_size, lost_seconds) as app:
-            yield QueueRunExecutor(app)
+            yield QueueRunExecutor(app, lost_seconds)
         return
     executor = InProcessRunExecutor(executing(execute_run), concurrency=settings.max_concurrent_runs)
     try:

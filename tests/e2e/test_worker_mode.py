@@ -153,6 +153,13 @@ async def test_a_run_created_on_one_replica_streams_to_completion_from_the_other
     assert len(executed) == 1  # a worker executed it, not an API process
 
 
+async def test_readiness_reports_the_job_queue(deployment: Deployment) -> None:
+    async with httpx.AsyncClient(base_url=deployment.apis[1]) as b:
+        ready = await b.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "ready", "queue": {"workers": 2, "queued_runs": 0}}
+
+
 async def test_cancel_through_one_replica_stops_the_run_a_worker_holds(deployment: Deployment) -> None:
     held = deployment.model.hold(first_text="thinking")
     async with httpx.AsyncClient(base_url=deployment.apis[0]) as a, httpx.AsyncClient(base_url=deployment.apis[1]) as b:

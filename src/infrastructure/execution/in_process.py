@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from application.errors import StorageUnavailable
 from application.ports.execution import INTERRUPTED
 from domain.ids import OrgId, RunId
+from infrastructure.logging import current_run
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ class InProcessRunExecutor:
         task.add_done_callback(lambda _: self._tasks.pop(run_id, None) if self._tasks.get(run_id) is task else None)
 
     async def _run(self, org_id: OrgId, run_id: RunId) -> None:
+        current_run.set(str(run_id))  # this task's log lines name the run
         async with self._gate:
             try:
                 await self._execute(org_id, run_id)

@@ -15,12 +15,14 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from uuid import UUID
 
 import procrastinate
+import psycopg
 from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.job_context import AbortReason, JobContext
 
 from application.ports.execution import INTERRUPTED
 from domain.ids import OrgId, RunId
 from infrastructure.execution.pg_event_bus import libpq_dsn
+from infrastructure.logging import current_run
 
 logger = logging.getLogger(__name__)
 
@@ -68,16 +70,31 @@ async def _take_over_lost_runs(context: JobContext, timestamp: int) -> None:
         await manager.retry_job(job)
 
 
+_HEALTH = """
+SELECT (SELECT count(*) FROM procrastinate_workers
+         WHERE last_heartbeat > now() - make_interval(secs => %(lost)s)) AS workers,
+       (SELECT count(*) FROM procrastinate_jobs WHERE task_name = %(task)s AND status = 'todo') AS queued
+"""
+
+
 class QueueRunExecutor:
     """The API side: queues a job per run; cancelling aborts the run's job wherever it executes."""
 
-    def __init__(self, app: procrastinate.App) -> None:
-        self.app = app
+    def __init__(self, app: procrastinate.App, lost_seconds: float) -> None:
+        self.app, self.lost_seconds = app, lost_seconds
 
     async def submit(self, org_id: OrgId, run_id: RunId) -> None:
         job = self.app.configure_task(TASK, lock=str(run_id), queueing_lock=str(run_id))
         with contextlib.suppress(AlreadyEnqueued):  # queued already, and not taken yet
             await job.defer_async(org_id=str(org_id), run_id=str(run_id))
+
+    async def health(self) -> dict[str, int] | None:
+        """Live workers and runs waiting for one; None when the queue cannot be reached."""
+        try:
+            [row] = await self.app.connector.execute_query_all_async(_HEALTH, task=TASK, lost=self.lost_seconds)
+        except (OSError, psycopg.Error):
+            return None
+        return {"workers": row["workers"], "queued_runs": row["queued"]}
 
     async def cancel(self, run_id: RunId) -> bool:
         """Aborts the run's job if a worker holds it; the run records itself cancelled there. Returns False:
@@ -98,6 +115,7 @@ class WorkerRuns:
         self._execute = execute
 
     async def execute(self, context: JobContext, org_id: OrgId, run_id: RunId) -> None:
+        current_run.set(str(run_id))  # the job's log lines, and the run's, name the run
         task = asyncio.create_task(self._execute(org_id, run_id), name=f"run-{run_id}")
         try:
             await asyncio.shield(task)

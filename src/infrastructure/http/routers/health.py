@@ -5,6 +5,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
 from infrastructure.container import Container
+from infrastructure.execution.job_queue import QueueRunExecutor
 from infrastructure.http.errors import error_response
 from infrastructure.persistence.readiness import DatabaseReadiness
 
@@ -16,12 +17,21 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="The database answers and its schema is current")
+@router.get(
+    "/readyz",
+    summary="The database answers and its schema is current; in worker mode, the job queue's state too",
+)
 @inject
 async def readyz(
     readiness: Annotated[DatabaseReadiness, Depends(Provide[Container.readiness])],
+    executor: Annotated[object, Depends(Provide[Container.run_executor])],
 ) -> JSONResponse:
     problem = await readiness.problem()
     if problem is not None:
         return error_response(503, "NotReady", problem)
+    if isinstance(executor, QueueRunExecutor):
+        queue = await executor.health()
+        if queue is None:
+            return error_response(503, "NotReady", "the job queue cannot be reached")
+        return JSONResponse({"status": "ready", "queue": queue})
     return JSONResponse({"status": "ready"})
