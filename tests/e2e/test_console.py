@@ -366,3 +366,22 @@ async def test_the_console_is_usable_by_keyboard_on_a_phone_wide_screen(
         await screenshot(page, "agents-narrow")
     finally:
         await context.close()
+
+
+async def test_a_chatmd_file_is_imported_as_an_agent(page: Any, client: httpx.AsyncClient, tenant: Tenant) -> None:
+    chatmd = (
+        '<config model="gpt-test"/>\n<tool name="web_search"/>\n<tool name="apply_patch"/>\n'
+        "<system>You triage support tickets. Be brief.</system>\n<user>Ticket: {input}</user>\n"
+    )
+    await sign_in(page, bearer(tenant.admin), "#/agents/import")
+    await page.get_by_label("ChatMD file").set_input_files(
+        {"name": "triage-bot.chatmd", "mimeType": "text/plain", "buffer": chatmd.encode()}
+    )
+    await expect(page.get_by_text("apply_patch has no Threadline counterpart")).to_be_visible()
+    await page.get_by_role("button", name="Create agent").click()
+    await expect(page.get_by_role("heading", name="triage-bot")).to_be_visible()
+    agents = (await client.get("/v1/agents", headers=tenant.admin)).json()["data"]
+    imported = next(a for a in agents if a["slug"] == "triage-bot")
+    assert imported["instructions"] == "You triage support tickets. Be brief."
+    assert imported["model"] == "gpt-test"
+    assert [t["type"] for t in imported["tools"]] == ["internet_search"]
