@@ -5,13 +5,16 @@ import logging
 import warnings
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 from mcp.server import Server
+from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, PromptsListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from starlette.requests import Request
 
 from application.caller import Caller
 from application.errors import PublishedNotFound
@@ -20,9 +23,13 @@ from application.use_cases.mcp_publishing import (
     CompleteArgument,
     GetPublishedPrompt,
     ListPublished,
+    PublishedPrompt,
+    PublishedTool,
+    ToolAnswer,
     ToolCall,
 )
 from domain.ids import OrgId
+from domain.mcp_prompts import PromptResult
 
 logger = logging.getLogger(__name__)
 
@@ -30,159 +37,90 @@ SERVER_NAME = "threadline"
 SERVER_VERSION = "0.1.0"
 INSTRUCTIONS = "Tools and prompts of one Threadline organization: its published agents and its prompt templates."
 
+Lifespan = dict[str, Any]
+"""What the SDK's default lifespan yields (an empty dict); the server keeps no state in it."""
 
-def caller_of(ctx: Any) -> Caller:
-    caller = getattr(getattr(getattr(ctx, "request", None), "state", None), "caller", None)
+Context = ServerRequestContext[Lifespan, Request]
+"""A request's context: over Streamable HTTP the SDK attaches the Starlette request the endpoint saw."""
+
+
+def caller_of(ctx: Context) -> Caller:
+    """The caller the endpoint put in the request's state after checking its API key."""
+    caller = getattr(ctx.request.state, "caller", None) if ctx.request is not None else None
     if not isinstance(caller, Caller):
         # The HTTP layer refuses unauthenticated requests before they get here.
         raise MCPError(types.INVALID_REQUEST, "not authenticated")
     return caller
 
 
-class PublishingServer:
-    """Builds the MCP server and tells an organization's clients when its tools or prompts change."""
+def _tool(tool: PublishedTool) -> types.Tool:
+    return types.Tool(name=tool.name, description=tool.description, input_schema=dict(tool.input_schema))
 
-    def __init__(
-        self,
-        *,
-        list_published: Callable[[], ListPublished],
-        call_tool: Callable[[], CallPublishedTool],
-        get_prompt: Callable[[], GetPublishedPrompt],
-        complete: Callable[[], CompleteArgument],
-    ) -> None:
-        self._list, self._call, self._get, self._complete = list_published, call_tool, get_prompt, complete
+
+def _prompt(prompt: PublishedPrompt) -> types.Prompt:
+    arguments = [
+        types.PromptArgument(name=a.name, description=a.description or None, required=a.required)
+        for a in prompt.arguments
+    ]
+    return types.Prompt(name=prompt.name, description=prompt.description, arguments=arguments)
+
+
+def _prompt_result(result: PromptResult) -> types.GetPromptResult:
+    messages = [
+        types.PromptMessage(
+            role="assistant" if m.role == "assistant" else "user",
+            content=types.TextContent(type="text", text=m.content),
+        )
+        for m in result.messages
+    ]
+    return types.GetPromptResult(description=result.description, messages=messages)
+
+
+def _tool_result(answer: ToolAnswer) -> types.CallToolResult:
+    run = answer.run
+    meta = {"threadline/run_id": str(run.id), "threadline/thread_id": str(run.thread_id)} if run else None
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=answer.text)], is_error=answer.is_error, _meta=meta
+    )
+
+
+@dataclass(frozen=True)
+class _SessionProgress:
+    """A tool call's progress, sent to the client that made the call."""
+
+    session: ServerSession
+
+    async def __call__(self, value: float, message: str) -> None:
+        try:
+            await self.session.report_progress(value, 1.0, message)
+        except Exception:  # a client that went away must not fail the run
+            logger.debug("could not send a progress notification", exc_info=True)
+
+
+class CatalogNotifier:
+    """Who to tell, per organization, that its tools or prompts changed: clients listening on a
+    subscription stream (2026-07-28 and later) and sessions of handshake-era clients."""
+
+    def __init__(self) -> None:
         self._buses: dict[OrgId, InMemorySubscriptionBus] = {}
         self._listeners: dict[OrgId, ListenHandler] = {}
         self._sessions: dict[OrgId, weakref.WeakSet[ServerSession]] = {}
-        self.server: Server[Any] = self._build()
 
-    def _seen(self, ctx: Any, caller: Caller) -> None:
-        """Remember handshake-era sessions, to send them list_changed notifications later."""
-        session = getattr(ctx, "session", None)
-        if isinstance(session, ServerSession) and session.client_params is not None:
-            self._sessions.setdefault(caller.org_id, weakref.WeakSet()).add(session)
+    def seen(self, org_id: OrgId, session: ServerSession) -> None:
+        """Remember a handshake-era session, to send it list_changed notifications later."""
+        if session.client_params is not None:
+            self._sessions.setdefault(org_id, weakref.WeakSet()).add(session)
 
-    def _build(self) -> Server[Any]:
-        async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-            caller = caller_of(ctx)
-            self._seen(ctx, caller)
-            catalog = await self._list().execute(caller)
-            return types.ListToolsResult(
-                tools=[
-                    types.Tool(name=t.name, description=t.description, input_schema=dict(t.input_schema))
-                    for t in catalog.tools
-                ]
-            )
+    async def listen(
+        self, org_id: OrgId, ctx: Context, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        handler = self._listeners.get(org_id)
+        if handler is None:
+            bus = self._buses.setdefault(org_id, InMemorySubscriptionBus())
+            handler = self._listeners.setdefault(org_id, ListenHandler(bus))
+        return await handler(ctx, params)
 
-        async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-            caller = caller_of(ctx)
-
-            async def progress(value: float, message: str) -> None:
-                try:
-                    await ctx.session.report_progress(value, 1.0, message)
-                except Exception:  # a client that went away must not fail the run
-                    logger.debug("could not send a progress notification", exc_info=True)
-
-            try:
-                answer = await self._call().execute(
-                    ToolCall(caller=caller, name=params.name, arguments=params.arguments or {}, progress=progress)
-                )
-            except PublishedNotFound as error:
-                raise MCPError(types.INVALID_PARAMS, error.detail) from None
-            meta = (
-                {"threadline/run_id": str(answer.run.id), "threadline/thread_id": str(answer.run.thread_id)}
-                if answer.run
-                else None
-            )
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=answer.text)], is_error=answer.is_error, _meta=meta
-            )
-
-        async def list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
-            caller = caller_of(ctx)
-            self._seen(ctx, caller)
-            catalog = await self._list().execute(caller)
-            return types.ListPromptsResult(
-                prompts=[
-                    types.Prompt(
-                        name=p.name,
-                        description=p.description,
-                        arguments=[
-                            types.PromptArgument(name=a.name, description=a.description or None, required=a.required)
-                            for a in p.arguments
-                        ],
-                    )
-                    for p in catalog.prompts
-                ]
-            )
-
-        async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-            caller = caller_of(ctx)
-            try:
-                result = await self._get().execute(caller, params.name, params.arguments or {})
-            except PublishedNotFound as error:
-                raise MCPError(types.INVALID_PARAMS, error.detail) from None
-            return types.GetPromptResult(
-                description=result.description,
-                messages=[
-                    types.PromptMessage(
-                        role="assistant" if m.role == "assistant" else "user",
-                        content=types.TextContent(type="text", text=m.content),
-                    )
-                    for m in result.messages
-                ],
-            )
-
-        async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
-            caller = caller_of(ctx)
-            values: list[str] = []
-            if isinstance(params.ref, types.PromptReference):
-                values = await self._complete().execute(
-                    caller, params.ref.name, params.argument.name, params.argument.value
-                )
-            return types.CompleteResult(completion=types.Completion(values=values, total=len(values), has_more=False))
-
-        async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-            caller_of(ctx)
-            return types.ListResourcesResult(resources=[])
-
-        async def subscribe(ctx: Any, params: Any) -> types.EmptyResult:
-            caller_of(ctx)
-            return types.EmptyResult()
-
-        async def set_logging_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
-            caller_of(ctx)  # nothing is logged to clients; the level is accepted for older clients that set it
-            return types.EmptyResult()
-
-        async def listen(ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
-            caller = caller_of(ctx)
-            handler = self._listeners.get(caller.org_id)
-            if handler is None:
-                bus = self._buses.setdefault(caller.org_id, InMemorySubscriptionBus())
-                handler = self._listeners.setdefault(caller.org_id, ListenHandler(bus))
-            return await handler(ctx, params)
-
-        with warnings.catch_warnings():
-            # Handshake-era clients (2025-11-25) still set a log level; the SDK warns that it is deprecated.
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
-            return Server(
-                SERVER_NAME,
-                version=SERVER_VERSION,
-                instructions=INSTRUCTIONS,
-                on_list_tools=list_tools,
-                on_call_tool=call_tool,
-                on_list_prompts=list_prompts,
-                on_get_prompt=get_prompt,
-                on_completion=complete,
-                on_list_resources=list_resources,
-                on_subscribe_resource=subscribe,
-                on_unsubscribe_resource=subscribe,
-                on_subscriptions_listen=listen,
-                on_set_logging_level=set_logging_level,
-            )
-
-    async def catalog_changed(self, org_id: OrgId | None = None) -> None:
-        """Tell clients (of one organization, or of all) that tools and prompts changed."""
+    async def changed(self, org_id: OrgId | None = None) -> None:
         orgs = [org_id] if org_id is not None else list({*self._buses, *self._sessions})
         for org in orgs:
             bus = self._buses.get(org)
@@ -199,3 +137,110 @@ class PublishingServer:
     def close(self) -> None:
         for handler in self._listeners.values():
             handler.close()
+
+
+class PublishingServer:
+    """The MCP server's request handlers, and the way to tell an organization's clients when its tools or
+    prompts change."""
+
+    def __init__(
+        self,
+        *,
+        list_published: Callable[[], ListPublished],
+        call_tool: Callable[[], CallPublishedTool],
+        get_prompt: Callable[[], GetPublishedPrompt],
+        complete: Callable[[], CompleteArgument],
+    ) -> None:
+        self._list, self._call, self._get, self._complete = list_published, call_tool, get_prompt, complete
+        self._notifier = CatalogNotifier()
+        self.server: Server[Lifespan] = self._server()
+
+    def _server(self) -> Server[Lifespan]:
+        with warnings.catch_warnings():
+            # Handshake-era clients (2025-11-25) still set a log level; the SDK warns that it is deprecated.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            return Server(
+                SERVER_NAME,
+                version=SERVER_VERSION,
+                instructions=INSTRUCTIONS,
+                on_list_tools=self.list_tools,
+                on_call_tool=self.call_tool,
+                on_list_prompts=self.list_prompts,
+                on_get_prompt=self.get_prompt,
+                on_completion=self.complete,
+                on_list_resources=self.list_resources,
+                on_subscribe_resource=self.subscribe,
+                on_unsubscribe_resource=self.subscribe,
+                on_subscriptions_listen=self.listen,
+                on_set_logging_level=self.set_logging_level,
+            )
+
+    async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        caller = caller_of(ctx)
+        self._notifier.seen(caller.org_id, ctx.session)
+        catalog = await self._list().execute(caller)
+        return types.ListToolsResult(tools=[_tool(t) for t in catalog.tools])
+
+    async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+        call = ToolCall(
+            caller=caller_of(ctx),
+            name=params.name,
+            arguments=params.arguments or {},
+            progress=_SessionProgress(ctx.session),
+        )
+        try:
+            answer = await self._call().execute(call)
+        except PublishedNotFound as error:
+            raise MCPError(types.INVALID_PARAMS, error.detail) from None
+        return _tool_result(answer)
+
+    async def list_prompts(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        caller = caller_of(ctx)
+        self._notifier.seen(caller.org_id, ctx.session)
+        catalog = await self._list().execute(caller)
+        return types.ListPromptsResult(prompts=[_prompt(p) for p in catalog.prompts])
+
+    async def get_prompt(self, ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        caller = caller_of(ctx)
+        try:
+            result = await self._get().execute(caller, params.name, params.arguments or {})
+        except PublishedNotFound as error:
+            raise MCPError(types.INVALID_PARAMS, error.detail) from None
+        return _prompt_result(result)
+
+    async def complete(self, ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
+        caller = caller_of(ctx)
+        values: list[str] = []
+        if isinstance(params.ref, types.PromptReference):
+            values = await self._complete().execute(
+                caller, params.ref.name, params.argument.name, params.argument.value
+            )
+        return types.CompleteResult(completion=types.Completion(values=values, total=len(values), has_more=False))
+
+    async def list_resources(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        caller_of(ctx)
+        return types.ListResourcesResult(resources=[])
+
+    async def subscribe(
+        self, ctx: Context, params: types.SubscribeRequestParams | types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        caller_of(ctx)  # there are no resources; (un)subscribing to one is accepted and changes nothing
+        return types.EmptyResult()
+
+    async def set_logging_level(self, ctx: Context, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        caller_of(ctx)  # nothing is logged to clients; the level is accepted for older clients that set it
+        return types.EmptyResult()
+
+    async def listen(
+        self, ctx: Context, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        return await self._notifier.listen(caller_of(ctx).org_id, ctx, params)
+
+    async def catalog_changed(self, org_id: OrgId | None = None) -> None:
+        """Tell clients (of one organization, or of all) that tools and prompts changed."""
+        await self._notifier.changed(org_id)
+
+    def close(self) -> None:
+        self._notifier.close()
