@@ -5,6 +5,7 @@ import asyncio
 import contextlib
 import os
 import re
+import signal
 import socket
 import sys
 import uuid
@@ -62,6 +63,7 @@ class Deployment:
     workers: list[Process]
     headers: dict[str, str]
     model: FakeOpenAI
+    env: dict[str, str]
 
 
 def _free_port() -> int:
@@ -98,6 +100,7 @@ async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
                 "THREADLINE_EXECUTOR": "queue",
                 "THREADLINE_DATABASE_POOL_SIZE": "5",  # 4 processes within the server's 100 connections
                 "THREADLINE_WORKER_LOST_SECONDS": str(LOST_SECONDS),
+                "THREADLINE_WORKER_GRACE_SECONDS": "1",
                 "THREADLINE_LOG_FORMAT": "text",
                 "THREADLINE_OPENAI_API_KEY": "sk-test",
                 "THREADLINE_OPENAI_BASE_URL": model.base_url,
@@ -108,21 +111,24 @@ async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
             key = re.search(r"(tl_\S+)", await _run(env, "orgs", "create", "Workers"))
             assert key is not None
             processes: list[Process] = []
+            workers: list[Process] = []
             try:
                 ports = [_free_port(), _free_port()]
                 for index, port in enumerate(ports):
                     args = ("serve", "--no-migrate", "--port", str(port))
                     processes.append(await _start(f"api-{index}", env, *args, ready="Application startup complete"))
-                workers = [await _start(f"worker-{i}", env, "worker", ready="Starting worker") for i in range(2)]
+                workers += [await _start(f"worker-{i}", env, "worker", ready="Starting worker") for i in range(2)]
                 processes += workers
                 yield Deployment(
                     apis=[f"http://127.0.0.1:{port}" for port in ports],
                     workers=workers,
                     headers={"Authorization": f"Bearer {key.group(1)}"},
                     model=model,
+                    env=env,
                 )
             finally:
-                await asyncio.gather(*(p.stop() for p in processes))
+                started = processes + [w for w in workers if w not in processes]  # tests replace workers
+                await asyncio.gather(*(p.stop() for p in started))
     finally:
         await asyncio.to_thread(stack.close)
 
@@ -218,6 +224,28 @@ async def test_followers_that_subscribe_right_after_creating_runs_all_get_the_te
         followed = await asyncio.gather(*(follow() for _ in range(200)))
     assert [events[-1]["type"] for events in followed] == ["run.completed"] * 200
     assert all([e["seq"] for e in events] == list(range(1, len(events) + 1)) for events in followed)
+
+
+async def test_a_worker_stopped_with_sigterm_hands_its_run_to_another_that_finishes_it(
+    deployment: Deployment,
+) -> None:
+    held = deployment.model.hold(first_text="begun")
+    async with httpx.AsyncClient(base_url=deployment.apis[0], timeout=60) as a:
+        thread = await _thread(a, deployment)
+        created = await a.post(f"/v1/threads/{thread}/runs", json={"input": "long"}, headers=deployment.headers)
+        run_id = created.json()["id"]
+        await asyncio.wait_for(held.received.wait(), 30)
+        [holder] = [w for w in deployment.workers if any(run_id in line for line in w.log)]
+        holder.process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(holder.process.wait(), 30)  # after its 1 s grace, the run goes back
+        held.release()
+        stream = await a.get(f"/v1/runs/{run_id}/events", headers=deployment.headers)
+        listed = (await a.get(f"/v1/threads/{thread}/messages", headers=deployment.headers)).json()["data"]
+    assert sse_events(stream.text)[-1]["type"] == "run.completed"
+    assert [m["role"] for m in listed] == ["user", "assistant"]
+    assert any("handed back" in line for line in holder.log)
+    deployment.workers.remove(holder)  # a new worker takes its place for the tests after this one
+    deployment.workers.append(await _start("worker-new", deployment.env, "worker", ready="Starting worker"))
 
 
 async def test_the_runs_of_a_killed_worker_are_taken_over_and_each_ends_once(deployment: Deployment) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from application.errors import ModelUnavailable, RunNotFound
-from application.ports.execution import INTERRUPTED
+from application.ports.execution import HANDED_BACK, INTERRUPTED
 from application.ports.llm import ModelRequest, ModelToolCall
 from application.ports.native_tools import CommandSpec
 from application.ports.tracing import Level
@@ -373,6 +373,23 @@ async def test_a_run_interrupted_by_shutdown_fails_as_interrupted(app: FakeApp) 
     interrupted = await stored(app, run)
     assert status(interrupted) is RunStatus.FAILED and interrupted.error is not None
     assert interrupted.error.code == "interrupted"
+
+
+async def test_a_run_handed_back_by_its_stopping_worker_stays_as_stored_and_resumes_elsewhere(app: FakeApp) -> None:
+    hold = Hold()
+    app.model.then(hold)
+    _, thread, run = await queued(app)
+    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    await hold.received.wait()
+    task.cancel(HANDED_BACK)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert status(await stored(app, run)) is RunStatus.IN_PROGRESS
+    assert app.bus.types(run.id)[-1] == "run.in_progress"  # nothing ended it
+    app.model.then(answer("Finished elsewhere"))  # another worker makes the model call again
+    resumed = await app.execute_run().execute(run.org_id, run.id)
+    assert status(resumed) is RunStatus.COMPLETED
+    assert [m.role for m in await history(app, thread)] == [MessageRole.USER, MessageRole.ASSISTANT]
 
 
 async def test_an_unexpected_error_fails_the_run_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:

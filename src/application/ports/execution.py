@@ -10,6 +10,9 @@ from domain.run_events import RunEvent
 INTERRUPTED = "threadline:interrupted"
 """The message a run's task is cancelled with when its process shuts down: the run fails as interrupted
 (a task cancelled without it is a user's cancel)."""
+HANDED_BACK = "threadline:handed-back"
+"""The message a run's task is cancelled with when its worker stops and hands the run back to the queue: the
+run stays as stored, and another worker resumes it from its last step."""
 
 
 class RunSubscription(Protocol):

@@ -5,7 +5,7 @@ import logging
 from collections.abc import Awaitable
 
 from application.errors import ModelError, StorageUnavailable
-from application.ports.execution import INTERRUPTED
+from application.ports.execution import HANDED_BACK, INTERRUPTED
 from application.ports.tracing import Level, RunTrace, Tracer
 from application.runs.model_call import ModelCall
 from application.runs.recorder import Began, RunRecorder
@@ -53,6 +53,9 @@ class ExecuteRun:
         try:
             await self._loop(state)
         except asyncio.CancelledError as cancelled:
+            if HANDED_BACK in cancelled.args:
+                state.trace.end(level=Level.WARNING, status_message="handed back to the queue")
+                raise
             interrupted = INTERRUPTED in cancelled.args
             await self._settle_cancelled(state, interrupted=interrupted)
             state.trace.end(level=Level.WARNING, status_message="interrupted" if interrupted else "cancelled")

@@ -19,7 +19,7 @@ import psycopg
 from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.job_context import AbortReason, JobContext
 
-from application.ports.execution import INTERRUPTED
+from application.ports.execution import HANDED_BACK
 from domain.ids import OrgId, RunId
 from infrastructure.execution.pg_event_bus import libpq_dsn
 from infrastructure.logging import current_run
@@ -42,7 +42,8 @@ def job_queue(database_url: str, pool_size: int, lost_seconds: float = 15) -> pr
     Workers look for runs of lost workers every third of `lost_seconds`."""
     connector = procrastinate.PsycopgConnector(conninfo=libpq_dsn(database_url), min_size=1, max_size=pool_size)
     app = procrastinate.App(connector=connector)
-    app.task(name=TASK, queue=QUEUE, pass_context=True)(_execute_run_job)
+    handed_back = procrastinate.RetryStrategy(max_attempts=1_000, retry_exceptions={HandedBack})
+    app.task(name=TASK, queue=QUEUE, pass_context=True, retry=handed_back)(_execute_run_job)
     every = max(1, int(lost_seconds // 3))
     take_over = app.task(name=RECOVER, queue=QUEUE, pass_context=True, queueing_lock=RECOVER)(_take_over_lost_runs)
     app.periodic(cron=f"* * * * * */{every}", periodic_id=RECOVER)(take_over)
@@ -107,9 +108,14 @@ class QueueRunExecutor:
         return False
 
 
+class HandedBack(Exception):
+    """A run's job ends so because its worker stopped before the run did: the job goes back to the queue."""
+
+
 class WorkerRuns:
     """The worker side: executes the runs of the jobs the worker takes. A job aborted by a user's cancel
-    cancels its run (which records itself cancelled); one aborted because the worker stops interrupts it."""
+    cancels its run (which records itself cancelled); one aborted because the worker stops (after its grace
+    period) hands the run back: it stays as stored, and its job is queued again for another worker."""
 
     def __init__(self, execute: Execute) -> None:
         self._execute = execute
@@ -121,9 +127,12 @@ class WorkerRuns:
             await asyncio.shield(task)
         except asyncio.CancelledError:
             stopping = context.abort_reason() is AbortReason.SHUTDOWN
-            task.cancel(INTERRUPTED if stopping else None)
+            task.cancel(HANDED_BACK if stopping else None)
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            if stopping:
+                logger.info("run handed back to the queue: the worker stops", extra={"run_id": str(run_id)})
+                raise HandedBack(str(run_id)) from None
             raise
 
 
