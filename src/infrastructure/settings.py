@@ -99,7 +99,9 @@ class Settings(BaseSettings):
         default=15, ge=2, description="A worker silent for this long is lost: other workers take over its runs"
     )
     worker_grace_seconds: float = Field(
-        default=10, ge=0, description="On SIGTERM, how long a worker lets its runs go on before it stops them"
+        default=10,
+        ge=0,
+        description="On SIGTERM, how long a worker lets its runs go on before it hands them back to the queue",
     )
     recover_runs: bool = Field(
         default=True,
