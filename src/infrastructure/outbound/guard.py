@@ -10,6 +10,7 @@ from infrastructure.outbound.resolver import IpAddress, Resolver, SystemResolver
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_SIXTOFOUR = ipaddress.IPv6Network("2002::/16")
 
 
 def _non_public(address: IpAddress) -> bool:
@@ -76,8 +77,11 @@ class NetworkPolicy:
         allowed = any(address in network for network in self._allowed)
         if (ipv4 := _stands_for(address)) is not None:
             return allowed or self.permits(ipv4)
+        # 6to4 (2002::/16) goes where the IPv4 address it carries goes, so that address decides: Python 3.13's
+        # ipaddress calls all of 2002::/16 non-global, older releases called it global.
+        public = address in _SIXTOFOUR or not _non_public(address)
         # An allowed network admits the address, not the IPv4 addresses it carries: those are judged too.
-        return (allowed or not _non_public(address)) and all(self.permits(v4) for v4 in _embedded_ipv4(address))
+        return (allowed or public) and all(self.permits(v4) for v4 in _embedded_ipv4(address))
 
     async def _resolve(self, host: str) -> Sequence[IpAddress]:
         try:
