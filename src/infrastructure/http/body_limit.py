@@ -3,6 +3,7 @@
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from infrastructure.http.asgi import TrackedSend
 from infrastructure.http.errors import error_response
 
 
@@ -27,7 +28,6 @@ class BodyLimitMiddleware:
             await self._refuse(scope, receive, send)
             return
         seen = 0
-        started = False
 
         async def limited_receive() -> Message:
             nonlocal seen
@@ -38,16 +38,11 @@ class BodyLimitMiddleware:
                     raise BodyTooLarge(self._max)
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        tracked = TrackedSend(send)
         try:
-            await self._app(scope, limited_receive, tracking_send)
+            await self._app(scope, limited_receive, tracked)
         except BodyTooLarge:
-            if not started:
+            if not tracked.started:
                 await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -8,7 +8,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from application.errors import (
     Conflict,
@@ -25,6 +25,7 @@ from application.errors import (
     UrlNotAllowed,
 )
 from domain.errors import DomainError, IllegalTransition, InvalidValue
+from infrastructure.http.asgi import TrackedSend
 from infrastructure.security.secret_box import SecretUnreadable
 
 logger = logging.getLogger(__name__)
@@ -150,20 +151,13 @@ class UnexpectedErrorMiddleware:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        tracked = TrackedSend(send)
         try:
-            await self._app(scope, receive, tracking_send)
+            await self._app(scope, receive, tracked)
         except StarletteHTTPException:
             raise  # meant for the framework, e.g. a body over the limit where nothing caught it
         except Exception as error:
-            if started:
+            if tracked.started:
                 raise
             response = await _unexpected(Request(scope), error)
             await response(scope, receive, send)
