@@ -1,58 +1,171 @@
-"""Every migration upgrades, downgrades and upgrades again, on the database under test."""
+"""The migrations on the database under test: every revision upgrades, downgrades and upgrades again
+(each step leaves the schema its revision describes), and head is the schema `tables.py` describes."""
 
+import asyncio
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import inspect
+from sqlalchemy import Connection, inspect
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from infrastructure.persistence import migrations
+from infrastructure.persistence.tables import metadata
 from tests.databases import fresh_database
 
+T = TypeVar("T")
+Schema = dict[str, dict[str, Any]]
+"""Per table: its columns, primary key, foreign keys, indexes and unique constraints."""
 
-def _revisions() -> list[str]:
+
+def _revisions() -> list[tuple[str, str | None]]:
+    """(revision, the revision it comes after), oldest first."""
     script = ScriptDirectory(str(migrations.SCRIPT_LOCATION))
-    return [r.revision for r in reversed(list(script.walk_revisions()))]
+    walked = reversed(list(script.walk_revisions()))
+    return [(r.revision, r.down_revision if isinstance(r.down_revision, str) else None) for r in walked]
 
 
-async def _tables(url: str) -> set[str]:
-    engine = create_async_engine(url)
-    try:
-        async with engine.connect() as connection:
-            return await connection.run_sync(lambda sync: set(inspect(sync).get_table_names()))
-    finally:
-        await engine.dispose()
+def _on(url: str, work: Callable[[Connection], T]) -> T:
+    """`work` on a connection to the database (blocking: not for a running loop)."""
+
+    async def run() -> T:
+        engine = create_async_engine(url)
+        try:
+            async with engine.connect() as connection:
+                return await connection.run_sync(work)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def _schema(connection: Connection) -> Schema:
+    found = inspect(connection)
+    return {
+        table: {
+            "columns": sorted((c["name"], str(c["type"]), c["nullable"]) for c in found.get_columns(table)),
+            "primary key": sorted(found.get_pk_constraint(table)["constrained_columns"]),
+            "foreign keys": sorted(
+                (tuple(f["constrained_columns"]), f["referred_table"], tuple(f["referred_columns"]))
+                for f in found.get_foreign_keys(table)
+            ),
+            "indexes": sorted(
+                (i["name"] or "", tuple(i["column_names"]), bool(i["unique"])) for i in found.get_indexes(table)
+            ),
+            "unique": sorted(tuple(u["column_names"]) for u in found.get_unique_constraints(table)),
+        }
+        for table in found.get_table_names()
+        if table != "alembic_version"
+    }
+
+
+def _current(connection: Connection) -> set[str]:
+    return set(MigrationContext.configure(connection).get_current_heads())
+
+
+def _differences(connection: Connection) -> list[Any]:
+    """What autogenerate would write to bring the database to `tables.py` (the options env.py uses)."""
+    context = MigrationContext.configure(
+        connection, opts={"compare_type": True, "include_name": migrations.described_by_tables}
+    )
+    return list(compare_metadata(context, metadata))
+
+
+@dataclass
+class Step:
+    revision: str
+    previous: str | None
+    at_after_upgrade: set[str]
+    schema_after_upgrade: Schema
+    at_after_downgrade: set[str]
+    schema_after_downgrade: Schema
+    at_after_upgrade_again: set[str]
+    schema_after_upgrade_again: Schema
 
 
 @pytest.fixture(scope="module")
-def stairway_results(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """Runs the stairway in a fresh database (blocking work, done outside the event loop)."""
-    done = []
+def stairway(tmp_path_factory: pytest.TempPathFactory) -> list[Step]:
+    """Each revision in turn: upgrade to it, downgrade one, upgrade again, noting where the database
+    is and its schema after each (blocking work, done outside the event loop)."""
+    steps = []
     with fresh_database(Path(tmp_path_factory.mktemp("stairway"))) as url:
-        for revision in _revisions():
+        for revision, previous in _revisions():
             migrations.upgrade(url, revision)
+            up = _on(url, _current), _on(url, _schema)
             migrations.downgrade(url, "-1")
+            down = _on(url, _current), _on(url, _schema)
             migrations.upgrade(url, revision)
-            done.append(revision)
-        migrations.downgrade(url, "base")
-        migrations.upgrade(url, "head")
-        done.append(url)
-    return done
+            again = _on(url, _current), _on(url, _schema)
+            steps.append(Step(revision, previous, *up, *down, *again))
+    return steps
 
 
-def test_every_revision_goes_up_down_and_up_again(stairway_results: list[str]) -> None:
-    assert stairway_results[:-1] == _revisions()
-    assert len(_revisions()) >= 1
+def test_there_is_one_line_of_revisions_from_base_to_head(stairway: list[Step]) -> None:
+    assert stairway[0].previous is None
+    assert [s.previous for s in stairway[1:]] == [s.revision for s in stairway[:-1]]
+    assert {stairway[-1].revision} == migrations.head_revisions()
 
 
-def test_the_schema_at_head_has_the_core_tables(tmp_path: Path) -> None:
-    import asyncio
+def test_each_upgrade_brings_the_database_to_its_revision(stairway: list[Step]) -> None:
+    for step in stairway:
+        assert step.at_after_upgrade == {step.revision}, step.revision
+        assert step.at_after_upgrade_again == {step.revision}, step.revision
 
+
+def test_each_downgrade_brings_the_database_back_to_the_revision_before(stairway: list[Step]) -> None:
+    for step in stairway:
+        assert step.at_after_downgrade == ({step.previous} if step.previous else set()), step.revision
+
+
+def test_each_downgrade_restores_the_schema_of_the_revision_before(stairway: list[Step]) -> None:
+    before: Schema = {}
+    for step in stairway:
+        assert step.schema_after_downgrade == before, step.revision
+        before = step.schema_after_upgrade
+
+
+def test_upgrading_again_after_a_downgrade_gives_the_same_schema(stairway: list[Step]) -> None:
+    for step in stairway:
+        assert step.schema_after_upgrade_again == step.schema_after_upgrade, step.revision
+
+
+def test_the_schema_at_head_has_the_core_tables(stairway: list[Step]) -> None:
+    assert {"organizations", "api_keys", "agents", "threads", "messages"} <= set(stairway[-1].schema_after_upgrade)
+
+
+# -- the ORM tables and the migrations agree ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def differences_at(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], list[Any]]]:
+    """Brings one scratch database to a revision and answers what autogenerate finds against `tables.py`."""
+    with fresh_database(Path(tmp_path_factory.mktemp("compare"))) as url:
+
+        def compare(revision: str) -> list[Any]:
+            migrations.upgrade(url, "head")
+            if revision != "head":
+                migrations.downgrade(url, revision)
+            return _on(url, _differences)
+
+        yield compare
+
+
+def test_the_schema_at_head_is_the_one_the_tables_describe(differences_at: Callable[[str], list[Any]]) -> None:
+    assert differences_at("head") == []
+
+
+def test_the_comparison_sees_a_schema_that_is_behind(differences_at: Callable[[str], list[Any]]) -> None:
+    """The comparison above can fail: one revision short of head, the tables describe more."""
+    assert differences_at("-1") != []
+
+
+def test_downgrading_to_base_leaves_no_table(tmp_path: Path) -> None:
     with fresh_database(tmp_path) as url:
         migrations.upgrade(url)
-        tables = asyncio.run(_tables(url))
         migrations.downgrade(url, "base")
-        after = asyncio.run(_tables(url))
-    assert {"organizations", "api_keys", "agents", "threads", "messages"} <= tables
-    assert after <= {"alembic_version"}
+        assert set(_on(url, _schema)) == set()
