@@ -2,6 +2,7 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, cast
 
 import httpx
 import pytest
@@ -9,10 +10,12 @@ from asgi_lifespan import LifespanManager
 from dependency_injector import providers
 from fastapi import FastAPI
 
+from application.ports.persistence import UnitOfWork
 from application.use_cases.organizations import CreateOrganizationCommand
 from infrastructure.container import Container
 from infrastructure.http.app import create_app
 from infrastructure.persistence import migrations
+from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.resources import close_resources, open_resources
 from infrastructure.settings import Settings
 from tests.databases import fresh_database
@@ -97,11 +100,17 @@ class Tenant:
     admin: dict[str, str]
 
 
+class MakeTenant(Protocol):
+    """The make_tenant fixture: a new organization of its own on every call."""
+
+    async def __call__(self, name: str = "Tenant") -> Tenant: ...
+
+
 _counter = 0
 
 
 @pytest.fixture
-def make_tenant(container: Container):  # type: ignore[no-untyped-def]
+def make_tenant(container: Container) -> MakeTenant:
     async def make(name: str = "Tenant") -> Tenant:
         global _counter
         _counter += 1
@@ -115,8 +124,17 @@ def make_tenant(container: Container):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-async def tenant(make_tenant) -> Tenant:  # type: ignore[no-untyped-def]
+async def tenant(make_tenant: MakeTenant) -> Tenant:
     return await make_tenant("Acme")
+
+
+def as_port(uow: SqlAlchemyUnitOfWork) -> UnitOfWork:
+    """The SQL unit of work as use cases get it from the container: the application's UnitOfWork port.
+
+    Entering it hands out a Transaction that carries the port's repositories and commit, which the
+    annotation of SqlAlchemyUnitOfWork.__aenter__ (Self) does not tell the type checker.
+    """
+    return cast(UnitOfWork, uow)
 
 
 async def member_headers(client: httpx.AsyncClient, tenant: Tenant) -> dict[str, str]:

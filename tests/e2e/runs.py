@@ -16,10 +16,13 @@ async def settle(client: httpx.AsyncClient, tenant: Tenant, run_id: str) -> dict
     """Follow the run until it ends or waits for the client (the event stream closes then)."""
     stream = await client.get(f"/v1/runs/{run_id}/events", headers=tenant.admin)
     assert stream.status_code == 200
-    return (await client.get(f"/v1/runs/{run_id}", headers=tenant.admin)).json()
+    run: dict[str, Any] = (await client.get(f"/v1/runs/{run_id}", headers=tenant.admin)).json()
+    return run
 
 
-async def agent_and_thread(client: httpx.AsyncClient, tenant: Tenant, **agent: Any) -> tuple[dict, dict]:
+async def agent_and_thread(
+    client: httpx.AsyncClient, tenant: Tenant, **agent: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
     created = await client.post(
         "/v1/agents", json={"name": "Helper", "model": "gpt-test"} | agent, headers=tenant.admin
     )
@@ -28,11 +31,14 @@ async def agent_and_thread(client: httpx.AsyncClient, tenant: Tenant, **agent: A
     return created.json(), thread.json()
 
 
-async def start(client: httpx.AsyncClient, tenant: Tenant, thread: dict, **body: Any) -> dict[str, Any]:
+async def start(client: httpx.AsyncClient, tenant: Tenant, thread: dict[str, Any], **body: Any) -> dict[str, Any]:
     response = await client.post(f"/v1/threads/{thread['id']}/runs", json=body, headers=tenant.admin)
     assert response.status_code == 201, response.text
-    return response.json()
+    run: dict[str, Any] = response.json()
+    return run
 
 
-async def messages(client: httpx.AsyncClient, tenant: Tenant, thread: dict) -> list[dict[str, Any]]:
-    return (await client.get(f"/v1/threads/{thread['id']}/messages?limit=100", headers=tenant.admin)).json()["data"]
+async def messages(client: httpx.AsyncClient, tenant: Tenant, thread: dict[str, Any]) -> list[dict[str, Any]]:
+    listed = await client.get(f"/v1/threads/{thread['id']}/messages?limit=100", headers=tenant.admin)
+    page: list[dict[str, Any]] = listed.json()["data"]
+    return page

@@ -1,12 +1,15 @@
+from typing import Any
+
 import httpx
 
-from tests.conftest import Tenant, member_headers
+from tests.conftest import MakeTenant, Tenant, member_headers
 
 
-async def create_agent(client: httpx.AsyncClient, tenant: Tenant, **fields: object) -> dict:
+async def create_agent(client: httpx.AsyncClient, tenant: Tenant, **fields: object) -> dict[str, Any]:
     response = await client.post("/v1/agents", json={"name": "Support Bot"} | fields, headers=tenant.admin)
     assert response.status_code == 201, response.text
-    return response.json()
+    agent: dict[str, Any] = response.json()
+    return agent
 
 
 async def test_create_get_update_delete_an_agent(client: httpx.AsyncClient, tenant: Tenant) -> None:
@@ -48,7 +51,7 @@ async def test_agents_get_the_default_model(client: httpx.AsyncClient, tenant: T
     assert agent["max_steps"] == 20 and agent["parallel_tool_calls"] is True
 
 
-async def test_slugs_are_unique_per_organization(client: httpx.AsyncClient, make_tenant) -> None:  # type: ignore[no-untyped-def]
+async def test_slugs_are_unique_per_organization(client: httpx.AsyncClient, make_tenant: MakeTenant) -> None:
     first, second = await make_tenant(), await make_tenant()
     await create_agent(client, first, slug="helper")
     duplicate = await client.post("/v1/agents", json={"name": "Other", "slug": "helper"}, headers=first.admin)

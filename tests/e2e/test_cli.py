@@ -23,6 +23,13 @@ from tests.databases import fresh_database
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
 
 
+def first_group(pattern: str, text: str) -> str:
+    """The first group of PATTERN's match in TEXT (no match fails the test)."""
+    found = re.search(pattern, text)
+    assert found is not None, (pattern, text)
+    return found.group(1)
+
+
 @pytest.fixture(scope="module")
 def cli_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     with fresh_database(tmp_path_factory.mktemp("cli")) as url:
@@ -56,8 +63,8 @@ def test_operator_creates_an_org_and_manages_keys(cli_env: dict[str, str]) -> No
 
     key = cli(cli_env, "keys", "create", "--org", "initech-corp", "--name", "deploy bot", "--role", "member")
     assert key.returncode == 0, key.stderr
-    key_id = re.search(r"key id: (\S+)", key.stdout).group(1)  # type: ignore[union-attr]
-    secret = re.search(r"(tl_\S+)", key.stdout).group(1)  # type: ignore[union-attr]
+    key_id = first_group(r"key id: (\S+)", key.stdout)
+    secret = first_group(r"(tl_\S+)", key.stdout)
 
     listed = cli(cli_env, "keys", "list", "--org", "initech-corp")
     assert "deploy bot" in listed.stdout and secret not in listed.stdout
@@ -93,7 +100,7 @@ def test_serve_migrates_and_answers_on_loopback(tmp_path: Path) -> None:
             base = f"http://127.0.0.1:{port}"
             assert httpx.get(f"{base}/readyz").json() == {"status": "ready"}
             created = subprocess.run([THREADLINE, "orgs", "create", "Live"], env=env, capture_output=True, text=True)
-            secret = re.search(r"(tl_\S+)", created.stdout).group(1)  # type: ignore[union-attr]
+            secret = first_group(r"(tl_\S+)", created.stdout)
             me = httpx.get(f"{base}/v1/me", headers={"Authorization": f"Bearer {secret}"})
             assert me.status_code == 200 and me.json()["organization"]["slug"] == "live"
         finally:

@@ -17,7 +17,7 @@ NUL = "\u0000"
 
 def refused(response: httpx.Response, status: int = 422) -> dict[str, Any]:
     assert response.status_code == status, response.text
-    body = response.json()
+    body: dict[str, Any] = response.json()
     assert set(body) == {"error", "detail"}, body
     return body
 
@@ -27,13 +27,15 @@ async def an_agent(client: httpx.AsyncClient, tenant: Tenant, **fields: Any) -> 
         "/v1/agents", json={"name": "Helper", "model": "threadline-offline"} | fields, headers=tenant.admin
     )
     assert response.status_code == 201, response.text
-    return response.json()
+    agent: dict[str, Any] = response.json()
+    return agent
 
 
 async def a_thread(client: httpx.AsyncClient, tenant: Tenant, agent: dict[str, Any]) -> dict[str, Any]:
     response = await client.post("/v1/threads", json={"agent_id": agent["id"]}, headers=tenant.admin)
     assert response.status_code == 201, response.text
-    return response.json()
+    thread: dict[str, Any] = response.json()
+    return thread
 
 
 # -- NUL characters ----------------------------------------------------------------------------------

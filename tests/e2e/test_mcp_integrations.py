@@ -3,12 +3,15 @@
 import base64
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 from uuid import UUID
 
 import httpx
 import pytest
 
-from tests.conftest import Tenant, member_headers
+from domain.ids import IntegrationId, OrgId
+from infrastructure.container import Container
+from tests.conftest import MakeTenant, Tenant, as_port, member_headers
 from tests.fakes.mcp_server import PNG, FakeMcpServer
 
 TOKEN = "s3cret-token-abcdef-1234"
@@ -20,20 +23,21 @@ async def mcp_server() -> AsyncIterator[FakeMcpServer]:
         yield server
 
 
-async def create_integration(client: httpx.AsyncClient, tenant: Tenant, url: str, **fields: object) -> dict:
+async def create_integration(client: httpx.AsyncClient, tenant: Tenant, url: str, **fields: object) -> dict[str, Any]:
     body = {"name": "Memo Server", "url": url, "auth_type": "bearer", "credentials": TOKEN} | fields
     response = await client.post("/v1/mcp-integrations", json=body, headers=tenant.admin)
     assert response.status_code == 201, response.text
-    return response.json()
+    integration: dict[str, Any] = response.json()
+    return integration
 
 
-def base(integration: dict) -> str:
+def base(integration: dict[str, Any]) -> str:
     return f"/v1/mcp-integrations/{integration['id']}"
 
 
 async def test_credentials_are_stored_encrypted_and_never_returned(
-    client: httpx.AsyncClient, tenant: Tenant, mcp_server: FakeMcpServer, container
-) -> None:  # type: ignore[no-untyped-def]
+    client: httpx.AsyncClient, tenant: Tenant, mcp_server: FakeMcpServer, container: Container
+) -> None:
     integration = await create_integration(client, tenant, mcp_server.url)
     assert integration["slug"] == "memo-server"
     assert integration["credentials"] == {"set": True, "last4": "1234"}
@@ -41,8 +45,8 @@ async def test_credentials_are_stored_encrypted_and_never_returned(
     fetched = await client.get(base(integration), headers=tenant.admin)
     for response in (listed, fetched):
         assert TOKEN not in response.text
-    async with container.uow().read_only() as uow:
-        stored = await uow.integrations.get(UUID(tenant.id), UUID(integration["id"]))
+    async with as_port(container.uow()).read_only() as uow:
+        stored = await uow.integrations.get(OrgId(UUID(tenant.id)), IntegrationId(UUID(integration["id"])))
     assert stored is not None and stored.credentials is not None
     assert TOKEN not in stored.credentials.ciphertext
 
@@ -124,7 +128,7 @@ async def test_members_call_tools_directly(
     integration = await create_integration(client, tenant, mcp_server.url)
     member = await member_headers(client, tenant)
 
-    async def call(name: str, arguments: dict | None = None) -> httpx.Response:
+    async def call(name: str, arguments: dict[str, Any] | None = None) -> httpx.Response:
         return await client.post(
             f"{base(integration)}/tools/{name}/call", json={"arguments": arguments or {}}, headers=member
         )
@@ -330,8 +334,8 @@ async def test_members_may_read_but_not_manage(
 
 
 async def test_agents_link_integrations_of_their_organization(
-    client: httpx.AsyncClient, make_tenant, mcp_server: FakeMcpServer
-) -> None:  # type: ignore[no-untyped-def]
+    client: httpx.AsyncClient, make_tenant: MakeTenant, mcp_server: FakeMcpServer
+) -> None:
     mine, theirs = await make_tenant(), await make_tenant()
     own = await create_integration(client, mine, mcp_server.url)
     foreign = await create_integration(client, theirs, mcp_server.url)

@@ -14,10 +14,16 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from infrastructure.tracing import LangfuseTracer
-from tests.conftest import Tenant
+from tests.conftest import MakeTenant, Tenant
 from tests.e2e.runs import settle
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.otlp_receiver import OtlpReceiver
+
+
+def text_of(content: types.ContentBlock) -> str:
+    """The text of a content block the test expects to be text."""
+    assert isinstance(content, types.TextContent), content
+    return content.text
 
 
 @asynccontextmanager
@@ -39,7 +45,8 @@ async def publish_agent(client: httpx.AsyncClient, tenant: Tenant, **fields: Any
     } | fields
     response = await client.post("/v1/agents", json=body, headers=tenant.admin)
     assert response.status_code == 201, response.text
-    return response.json()
+    agent: dict[str, Any] = response.json()
+    return agent
 
 
 async def create_template(client: httpx.AsyncClient, tenant: Tenant, agent: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +73,8 @@ async def create_template(client: httpx.AsyncClient, tenant: Tenant, agent: dict
     }
     response = await client.post("/v1/prompt-templates", json=body, headers=tenant.admin)
     assert response.status_code == 201, response.text
-    return response.json()
+    template: dict[str, Any] = response.json()
+    return template
 
 
 async def test_no_key_gets_a_401_with_a_bearer_challenge(live_url: str) -> None:
@@ -87,7 +95,7 @@ async def test_a_foreign_host_header_is_refused(live_url: str, tenant: Tenant) -
 async def test_tools_and_prompts_are_the_organizations_own(
     client: httpx.AsyncClient,
     live_url: str,
-    make_tenant,  # type: ignore[no-untyped-def]
+    make_tenant: MakeTenant,
 ) -> None:
     mine, theirs = await make_tenant(), await make_tenant()
     agent = await publish_agent(client, mine)
@@ -106,7 +114,7 @@ async def test_tools_and_prompts_are_the_organizations_own(
     assert tools["brief_me"].input_schema["required"] == ["topic"]
     assert tools["brief_me"].input_schema["properties"]["audiences"] == {"type": "array", "items": {"type": "string"}}
     assert set(prompts) == {"echo-bot", "brief-me"}
-    assert [a.name for a in prompts["brief-me"].arguments] == ["topic", "audiences", "tone"]
+    assert [a.name for a in prompts["brief-me"].arguments or []] == ["topic", "audiences", "tone"]
 
     async with mcp_client(live_url, theirs) as session:
         assert (await session.list_tools()).tools == []
@@ -119,17 +127,18 @@ async def test_calling_an_agent_tool_runs_it_with_progress(
     client: httpx.AsyncClient, live_url: str, tenant: Tenant
 ) -> None:
     await publish_agent(client, tenant)
-    progress: list[tuple[float, str | None]] = []
+    reported: list[tuple[float, str | None]] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, message))
 
     async with mcp_client(live_url, tenant) as session:
         result = await session.call_tool("echo-bot", {"input": "Say hi to Ada"}, progress_callback=on_progress)
     assert result.is_error is False
-    assert "Say hi to Ada" in result.content[0].text  # type: ignore[union-attr]
-    assert progress == [(0.0, "Starting agent"), (1.0, "Completed")]
-    run_id = result.meta["threadline/run_id"]  # type: ignore[index]
+    assert "Say hi to Ada" in text_of(result.content[0])
+    assert reported == [(0.0, "Starting agent"), (1.0, "Completed")]
+    assert result.meta is not None
+    run_id = result.meta["threadline/run_id"]
     run = (await client.get(f"/v1/runs/{run_id}", headers=tenant.admin)).json()
     assert run["status"] == "completed"
     messages = (await client.get(f"/v1/threads/{run['thread_id']}/messages", headers=tenant.admin)).json()["data"]
@@ -142,7 +151,7 @@ async def test_a_failed_run_is_an_error_result(client: httpx.AsyncClient, live_u
         result = await session.call_tool("no-model", {"input": "hello"})
         missing = await session.call_tool("no-model", {})
     assert result.is_error is True
-    assert "THREADLINE_OPENAI_API_KEY" in result.content[0].text  # type: ignore[union-attr]
+    assert "THREADLINE_OPENAI_API_KEY" in text_of(result.content[0])
     assert missing.is_error is True
 
 
@@ -156,10 +165,10 @@ async def test_templates_render_with_strings_arrays_and_defaults(
         defaults = await session.call_tool("brief_me", {"topic": "{tone} injection"})
         missing = await session.call_tool("brief_me", {"audiences": ["x"]})
     assert answer.is_error is False
-    text = answer.content[0].text  # type: ignore[union-attr]
+    text = text_of(answer.content[0])
     assert "Brief executives, sales on MCP in a neutral tone. See https://x.example/{id}." in text
-    assert "Brief engineers on {tone} injection in a neutral tone." in defaults.content[0].text  # type: ignore[union-attr]
-    assert missing.is_error is True and "topic" in missing.content[0].text  # type: ignore[union-attr]
+    assert "Brief engineers on {tone} injection in a neutral tone." in text_of(defaults.content[0])
+    assert missing.is_error is True and "topic" in text_of(missing.content[0])
 
 
 async def test_template_prompts_tell_a_model_which_tool_to_call(
@@ -171,17 +180,17 @@ async def test_template_prompts_tell_a_model_which_tool_to_call(
         without = await session.get_prompt("brief-me", {})
         given = await session.get_prompt("brief-me", {"topic": "MCP", "tone": "formal"})
         agent_prompt = await session.get_prompt("echo-bot", {})
-    assert without.messages[0].content.text == (  # type: ignore[union-attr]
+    assert text_of(without.messages[0].content) == (
         "Use the brief_me tool to brief me on a topic for an audience\n\n"
         "Call it with the following arguments:\n"
         "  - topic: <required, not provided>\n"
         "  - audiences: <optional, not provided>\n"
         "  - tone: <optional, not provided>"
     )
-    assert "  - topic: MCP\n" in given.messages[0].content.text  # type: ignore[union-attr]
-    assert "  - tone: formal" in given.messages[0].content.text  # type: ignore[union-attr]
+    assert "  - topic: MCP\n" in text_of(given.messages[0].content)
+    assert "  - tone: formal" in text_of(given.messages[0].content)
     assert agent_prompt.description == "Answers anything"
-    assert agent_prompt.messages[0].content.text == "You echo. Keep it short."  # type: ignore[union-attr]
+    assert text_of(agent_prompt.messages[0].content) == "You echo. Keep it short."
 
 
 async def test_arguments_complete_from_the_template_and_from_earlier_use(
@@ -223,7 +232,8 @@ async def test_a_published_agents_run_is_traced(
     await publish_agent(client, tenant)
     async with mcp_client(live_url, tenant) as session:
         result = await session.call_tool("echo-bot", {"input": "trace me"})
-    run = (await client.get(f"/v1/runs/{result.meta['threadline/run_id']}", headers=tenant.admin)).json()  # type: ignore[index]
+    assert result.meta is not None
+    run = (await client.get(f"/v1/runs/{result.meta['threadline/run_id']}", headers=tenant.admin)).json()
     await tracer.flush()
     root = await receiver.wait_for_span("run")
     assert run["trace_id"] == root.trace_id

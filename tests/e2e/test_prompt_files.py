@@ -3,7 +3,6 @@
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,7 +11,7 @@ import pytest
 from application.use_cases.organizations import CreateOrganizationCommand
 from infrastructure.container import Container
 from tests.conftest import PROMPT_FILES_ORG, Tenant
-from tests.e2e.test_mcp_server import mcp_client
+from tests.e2e.test_mcp_server import mcp_client, text_of
 
 YAML = """name: daily-digest
 description: Summarise the day for a team
@@ -73,7 +72,8 @@ async def test_file_templates_come_and_go_and_clients_are_told(
     files_org: Tenant,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    directory: Path = container.settings().prompts_dir  # type: ignore[assignment]
+    directory = container.settings().prompts_dir
+    assert directory is not None
     async with mcp_client(live_url, files_org) as session, session.listen(tools_list_changed=True) as changes:
         assert (await session.list_tools()).tools == []
 
@@ -85,7 +85,7 @@ async def test_file_templates_come_and_go_and_clients_are_told(
         assert set(tools) == {"daily_digest", "triage"}
         assert tools["triage"].input_schema["required"] == ["ticket"]
         answer = await session.call_tool("daily_digest", {"team": "platform"})
-        assert answer.is_error is False and "Digest for platform." in answer.content[0].text  # type: ignore[union-attr]
+        assert answer.is_error is False and "Digest for platform." in text_of(answer.content[0])
 
         async def described_as_weekly() -> bool:
             prompts = {p.name: p for p in (await session.list_prompts()).prompts}
@@ -117,7 +117,8 @@ async def test_a_file_template_named_like_an_agent_is_reported_and_the_agent_kee
     caplog.set_level(logging.WARNING, logger="infrastructure.template_files.registry")
     agent_url = f"/v1/agents/{(await client.get('/v1/agents', headers=files_org.admin)).json()['data'][0]['id']}"
     await client.patch(agent_url, json={"publish_as_mcp": True}, headers=files_org.admin)
-    directory: Path = container.settings().prompts_dir  # type: ignore[assignment]
+    directory = container.settings().prompts_dir
+    assert directory is not None
     async with mcp_client(live_url, files_org) as session, session.listen(tools_list_changed=True) as changes:
         (directory / "digest-bot.yaml").write_text(YAML.replace("daily-digest", "digest-bot"))
         await changes_until(changes, files_listed(client, files_org, "digest-bot"))
@@ -129,4 +130,5 @@ async def test_a_file_template_named_like_an_agent_is_reported_and_the_agent_kee
     assert list(tools) == ["digest-bot"]
     assert tools["digest-bot"].input_schema["required"] == ["input"]  # the agent's tool, not the template's
     reported = [r for r in caplog.records if "collides with an agent slug" in r.getMessage()]
-    assert [(r.template, r.agent_slug) for r in reported] == [("digest-bot", "digest-bot")]  # type: ignore[attr-defined]
+    # the registry logs them as the records' extra attributes
+    assert [(vars(r)["template"], vars(r)["agent_slug"]) for r in reported] == [("digest-bot", "digest-bot")]

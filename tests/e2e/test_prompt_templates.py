@@ -1,14 +1,17 @@
+from typing import Any
+
 import httpx
 
-from tests.conftest import Tenant, member_headers
+from tests.conftest import MakeTenant, Tenant, member_headers
 
 
-async def an_agent(client: httpx.AsyncClient, tenant: Tenant, slug: str = "writer") -> dict:
+async def an_agent(client: httpx.AsyncClient, tenant: Tenant, slug: str = "writer") -> dict[str, Any]:
     response = await client.post("/v1/agents", json={"name": "Writer", "slug": slug}, headers=tenant.admin)
-    return response.json()
+    agent: dict[str, Any] = response.json()
+    return agent
 
 
-def template(agent_id: str, **fields: object) -> dict:
+def template(agent_id: str, **fields: object) -> dict[str, Any]:
     return {
         "name": "release-notes",
         "description": "Write release notes",
@@ -84,7 +87,7 @@ async def test_template_input_is_checked(client: httpx.AsyncClient, tenant: Tena
         assert response.status_code == status, (body, response.text)
 
 
-async def test_templates_stay_within_their_organization(client: httpx.AsyncClient, make_tenant) -> None:  # type: ignore[no-untyped-def]
+async def test_templates_stay_within_their_organization(client: httpx.AsyncClient, make_tenant: MakeTenant) -> None:
     owner, intruder = await make_tenant(), await make_tenant()
     agent = await an_agent(client, owner)
     await client.post("/v1/prompt-templates", json=template(agent["id"]), headers=owner.admin)

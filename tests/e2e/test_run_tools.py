@@ -7,9 +7,10 @@ import httpx
 from dependency_injector import providers
 
 from application.runs.recover_runs import RecoverRuns
+from domain.ids import OrgId, RunId
 from domain.runs import RunStatus
 from infrastructure.container import Container
-from tests.conftest import Tenant
+from tests.conftest import Tenant, as_port
 from tests.e2e.runs import agent_and_thread, messages, settle, start
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
@@ -139,8 +140,12 @@ async def test_runs_in_flight_at_shutdown_are_marked_interrupted(
     run = await start(client, tenant, thread, input="long thought")
     await asyncio.wait_for(held.received.wait(), 10)
     interrupted = await container.run_executor().shutdown(grace_seconds=0)
-    await container.run_executor.shutdown()  # later tests get a fresh executor
-    await container.run_executor.init()
+    stopped = container.run_executor.shutdown()  # later tests get a fresh executor
+    assert stopped is not None  # an async resource: stopping and starting it again are awaited
+    await stopped
+    started = container.run_executor.init()
+    assert started is not None
+    await started
     assert [str(r) for r in interrupted] == [run["id"]]
     stored = (await client.get(f"/v1/runs/{run['id']}", headers=tenant.admin)).json()
     assert stored["status"] == "failed" and stored["error"]["code"] == "interrupted"
@@ -171,14 +176,14 @@ async def test_at_start_queued_runs_resume_and_abandoned_ones_fail(
         abandoned = await start(client, tenant, other_thread, input="two")
     finally:
         container.run_executor.reset_override()
-    async with container.uow() as uow:  # a process that stopped mid-run left this one in progress
-        stored = await uow.runs.get(UUID(tenant.id), UUID(abandoned["id"]), for_update=True)
+    async with as_port(container.uow()) as uow:  # a process that stopped mid-run left this one in progress
+        stored = await uow.runs.get(OrgId(UUID(tenant.id)), RunId(UUID(abandoned["id"])), for_update=True)
         assert stored is not None
         stored.start(stored.created_at)
         await uow.runs.save(stored)
         await uow.commit()
     recorder = RecordingExecutor()
-    recover = RecoverRuns(container.uow(), container.clock(), container.run_event_bus(), recorder)
+    recover = RecoverRuns(as_port(container.uow()), container.clock(), container.run_event_bus(), recorder)
     interrupted, resubmitted = await recover.execute()
     assert (interrupted, resubmitted) >= (1, 1)
     assert queued["id"] in recorder.submitted

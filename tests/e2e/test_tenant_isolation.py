@@ -3,14 +3,14 @@
 import httpx
 import pytest
 
-from tests.conftest import Tenant
+from tests.conftest import MakeTenant, Tenant
 from tests.fakes.mcp_server import FakeMcpServer
 
 
 @pytest.fixture
 async def owned(
     client: httpx.AsyncClient,
-    make_tenant,  # type: ignore[no-untyped-def]
+    make_tenant: MakeTenant,
     mcp_server: FakeMcpServer,
 ) -> tuple[Tenant, Tenant, dict[str, str]]:
     owner, intruder = await make_tenant("Owner"), await make_tenant("Intruder")
@@ -42,7 +42,7 @@ async def owned(
     )
 
 
-ROUTES = [
+ROUTES: list[tuple[str, str, object]] = [
     ("GET", "/v1/agents/{agent}", None),
     ("PATCH", "/v1/agents/{agent}", {"name": "hijacked"}),
     ("DELETE", "/v1/agents/{agent}", None),

@@ -1,15 +1,18 @@
 import asyncio
 import base64
+from typing import Any
 
 import httpx
 
-from tests.conftest import Tenant
+from infrastructure.container import Container
+from tests.conftest import MakeTenant, Tenant
 
 
-async def create_thread(client: httpx.AsyncClient, tenant: Tenant, **fields: object) -> dict:
+async def create_thread(client: httpx.AsyncClient, tenant: Tenant, **fields: object) -> dict[str, Any]:
     response = await client.post("/v1/threads", json=fields, headers=tenant.admin)
     assert response.status_code == 201, response.text
-    return response.json()
+    thread: dict[str, Any] = response.json()
+    return thread
 
 
 async def test_a_thread_keeps_messages_in_the_order_appended(client: httpx.AsyncClient, tenant: Tenant) -> None:
@@ -67,6 +70,7 @@ async def test_messages_take_text_and_image_parts(client: httpx.AsyncClient, ten
 async def test_bad_messages_are_refused_and_nothing_is_stored(client: httpx.AsyncClient, tenant: Tenant) -> None:
     thread = await create_thread(client, tenant)
     url = f"/v1/threads/{thread['id']}/messages"
+    body: dict[str, Any]
     for body in (
         {},
         {"content": ""},
@@ -86,7 +90,9 @@ async def test_bad_messages_are_refused_and_nothing_is_stored(client: httpx.Asyn
     assert (await client.get(url, headers=tenant.admin)).json()["data"] == []
 
 
-async def test_threads_bind_to_agents_of_the_same_organization(client: httpx.AsyncClient, make_tenant) -> None:  # type: ignore[no-untyped-def]
+async def test_threads_bind_to_agents_of_the_same_organization(
+    client: httpx.AsyncClient, make_tenant: MakeTenant
+) -> None:
     mine, theirs = await make_tenant(), await make_tenant()
     agent = (await client.post("/v1/agents", json={"name": "A"}, headers=theirs.admin)).json()
     response = await client.post("/v1/threads", json={"agent_id": agent["id"]}, headers=mine.admin)
@@ -127,7 +133,7 @@ async def test_thread_input_is_checked(client: httpx.AsyncClient, tenant: Tenant
         assert response.status_code == 422, body
 
 
-async def test_oversized_bodies_are_refused(client: httpx.AsyncClient, tenant: Tenant, container) -> None:  # type: ignore[no-untyped-def]
+async def test_oversized_bodies_are_refused(client: httpx.AsyncClient, tenant: Tenant, container: Container) -> None:
     limit = container.settings().max_request_bytes
     thread = await create_thread(client, tenant)
     response = await client.post(

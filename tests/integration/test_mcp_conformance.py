@@ -163,7 +163,9 @@ def threadline_server(directory: Path) -> Iterator[Threadline]:
             [THREADLINE, "orgs", "create", "Conformance"], env=env, cwd=directory, capture_output=True, text=True
         )
         assert created.returncode == 0, created.stderr
-        key = re.search(r"(tl_\S+)", created.stdout).group(1)  # type: ignore[union-attr]
+        found = re.search(r"(tl_\S+)", created.stdout)
+        assert found is not None, created.stdout
+        key = found.group(1)
         yield Threadline(f"http://127.0.0.1:{port}", key, log)
     finally:
         server.terminate()

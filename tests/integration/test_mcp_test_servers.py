@@ -66,10 +66,10 @@ async def test_server_everything_over_streamable_http(everything_http: Everythin
 
 async def test_notifications_reach_the_client_over_http(everything_http: EverythingHttpServer) -> None:
     notifications = Notifications()
-    progress: list[tuple[float, float | None]] = []
+    reported: list[tuple[float, float | None]] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, total))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, total))
 
     async with Client(everything_http.url, message_handler=notifications) as client:
         # Progress travels on the tools/call response stream.
@@ -77,7 +77,7 @@ async def test_notifications_reach_the_client_over_http(everything_http: Everyth
             "trigger-long-running-operation", {"duration": 0.2, "steps": 2}, progress_callback=on_progress
         )
         assert not done.is_error
-        assert progress == [(1, 2), (2, 2)]
+        assert reported == [(1, 2), (2, 2)]
         # A new session resource (from a data: URI, no network) is announced on the GET SSE stream.
         data = "data:text/plain;base64," + base64.b64encode(b"hello").decode()
         await client.call_tool("gzip-file-as-resource", {"name": "hello.gz", "data": data})

@@ -198,7 +198,8 @@ def _allowed_site(destinations: Destinations) -> ASGIApp:
         transport_security=security,
         custom_starlette_routes=[
             Route("/sse", handle_sse),
-            Mount("/messages/", app=sse.handle_post_message),
+            # The SDK annotates these as list[Route], but hands them on to Starlette, which takes any route.
+            Mount("/messages/", app=sse.handle_post_message),  # type: ignore[list-item]
             Route("/moved-mcp", moved("/mcp"), methods=["GET", "POST", "DELETE"]),
             Route("/moved-sse", moved("/sse")),
             Route("/page", lambda request: PlainTextResponse("the allowed page")),
@@ -474,7 +475,11 @@ async def tls_site(tmp_path: Path) -> AsyncIterator[TlsSite]:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(certificate, private)
     site = TlsSite(port=0, authority=authority)
-    context.sni_callback = lambda connection, name, _: site.server_names.append(name)  # type: ignore[func-returns-value]
+
+    def remember_server_name(connection: ssl.SSLObject | ssl.SSLSocket, name: str | None, _: ssl.SSLContext) -> None:
+        site.server_names.append(name)
+
+    context.sni_callback = remember_server_name
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = (await reader.readuntil(b"\r\n\r\n")).decode()

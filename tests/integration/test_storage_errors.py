@@ -13,6 +13,7 @@ from infrastructure.container import Container
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from tests import builders
+from tests.conftest import as_port
 from tests.databases import POSTGRES_URL
 from tests.unreachable import unreachable_database_urls
 
@@ -20,12 +21,12 @@ from tests.unreachable import unreachable_database_urls
 async def test_a_taken_name_is_the_domain_error_it_means(container: Container) -> None:
     org = builders.organization()
     template = builders.prompt_template(org.id, name="release_notes")
-    async with container.uow() as uow:
+    async with as_port(container.uow()) as uow:
         await uow.organizations.add(org)
         await uow.prompt_templates.add(template)
         await uow.commit()
     with pytest.raises(SlugTaken, match="'release_notes' already exists"):
-        async with container.uow() as uow:
+        async with as_port(container.uow()) as uow:
             await uow.prompt_templates.add(template)
 
 
@@ -33,12 +34,12 @@ async def test_a_reference_to_something_deleted_meanwhile_is_a_conflict(containe
     """A foreign key the database refuses (here: a template bound to an agent that is gone) is a 409, not
     a taken name and not a 500."""
     org = builders.organization()
-    async with container.uow() as uow:
+    async with as_port(container.uow()) as uow:
         await uow.organizations.add(org)
         await uow.commit()
     template = builders.prompt_template(org.id, agent_id=AgentId(builders.organization().id))
     with pytest.raises(Conflict) as refused:
-        async with container.uow() as uow:
+        async with as_port(container.uow()) as uow:
             await uow.prompt_templates.add(template)
             await uow.commit()
     assert type(refused.value) is Conflict
@@ -48,7 +49,7 @@ async def test_an_unmapped_constraint_leaving_a_transaction_is_a_conflict(contai
     """A constraint no repository maps (a thread of an organization that does not exist) reaches the unit of
     work as a database error and leaves it as a Conflict."""
     with pytest.raises(Conflict) as refused:
-        async with container.uow() as uow:
+        async with as_port(container.uow()) as uow:
             await uow.threads.add(builders.thread(builders.organization().id))
             await uow.commit()
     assert type(refused.value) is Conflict
@@ -64,7 +65,7 @@ async def test_a_database_that_cannot_be_reached_is_storage_unavailable(unreacha
     database = Database(unreachable_url)
     try:
         with pytest.raises(StorageUnavailable):
-            async with SqlAlchemyUnitOfWork(database).read_only() as uow:
+            async with as_port(SqlAlchemyUnitOfWork(database)).read_only() as uow:
                 await uow.organizations.get_by_slug("acme")
     finally:
         await database.dispose()
@@ -77,14 +78,14 @@ async def test_a_connection_the_server_ends_is_storage_unavailable(container: Co
     admin = Database(container.settings().database_url)
     try:
         with pytest.raises(StorageUnavailable):
-            async with container.uow() as uow:
+            async with as_port(container.uow()) as uow:
                 await uow.organizations.get_by_slug("acme")
                 async with admin.engine.connect() as connection:
                     await connection.execute(text(TERMINATE_OTHER_SESSIONS))
                 await uow.organizations.get_by_slug("acme")
     finally:
         await admin.dispose()
-    async with container.uow() as uow:
+    async with as_port(container.uow()) as uow:
         assert await uow.organizations.get_by_slug("no-such-org") is None
 
 

@@ -3,6 +3,7 @@ from datetime import UTC, datetime
 from domain.ids import OrgId
 from domain.organizations import Organization
 from infrastructure.container import Container
+from tests.conftest import as_port
 
 
 async def _org(container: Container, slug: str) -> Organization:
@@ -11,30 +12,30 @@ async def _org(container: Container, slug: str) -> Organization:
 
 async def test_nothing_is_written_without_commit(container: Container) -> None:
     org = await _org(container, "uncommitted-org")
-    async with container.uow() as uow:
+    async with as_port(container.uow()) as uow:
         await uow.organizations.add(org)
-    async with container.uow() as uow:
+    async with as_port(container.uow()) as uow:
         assert await uow.organizations.get(org.id) is None
 
 
 async def test_an_error_rolls_the_whole_unit_back(container: Container) -> None:
     org = await _org(container, "rolled-back-org")
     try:
-        async with container.uow() as uow:
+        async with as_port(container.uow()) as uow:
             await uow.organizations.add(org)
             raise RuntimeError("boom")
     except RuntimeError:
         pass
-    async with container.uow() as uow:
+    async with as_port(container.uow()) as uow:
         assert await uow.organizations.get_by_slug("rolled-back-org") is None
 
 
 async def test_committed_work_is_visible_with_timezones(container: Container) -> None:
     org = await _org(container, "committed-org")
-    async with container.uow() as uow:
+    async with as_port(container.uow()) as uow:
         await uow.organizations.add(org)
         await uow.commit()
-    async with container.uow() as uow:
+    async with as_port(container.uow()) as uow:
         stored = await uow.organizations.get(org.id)
     assert stored == org
     assert stored is not None and stored.created_at.tzinfo is not None
@@ -44,7 +45,7 @@ async def test_one_unit_of_work_serves_concurrent_tasks(container: Container) ->
     """Parallel tool calls share their use cases: each task must get a transaction of its own."""
     import asyncio
 
-    uow = container.uow()
+    uow = as_port(container.uow())
     orgs = [await _org(container, f"concurrent-{i}") for i in range(5)]
 
     async def add(org: Organization) -> None:
@@ -54,6 +55,6 @@ async def test_one_unit_of_work_serves_concurrent_tasks(container: Container) ->
             await tx.commit()
 
     await asyncio.gather(*(add(o) for o in orgs))
-    async with container.uow() as tx:
+    async with as_port(container.uow()) as tx:
         stored = [await tx.organizations.get(o.id) for o in orgs]
     assert stored == orgs
