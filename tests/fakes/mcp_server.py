@@ -73,7 +73,36 @@ class FakeMcpServer:
         self.list_tools_requests = 0
         self.bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self.bus)
+        self.listening = 0
+        """Clients listening for changes now: one per open session of a client that listens."""
+        self._listening_waiters: list[tuple[int, asyncio.Event]] = []
         self.url = ""
+
+    async def _counted_listen(
+        self, ctx: Any, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        self._count_listening(+1)
+        try:
+            return await self._listen(ctx, params)
+        finally:
+            self._count_listening(-1)
+
+    def _count_listening(self, change: int) -> None:
+        self.listening += change
+        for count, reached in self._listening_waiters:
+            if self.listening == count:
+                reached.set()
+
+    async def wait_listening(self, count: int) -> None:
+        """Until exactly `count` clients listen (sessions closed by a client end their stream soon after)."""
+        reached = asyncio.Event()
+        if self.listening == count:
+            return
+        self._listening_waiters.append((count, reached))
+        try:
+            await reached.wait()
+        finally:
+            self._listening_waiters.remove((count, reached))
 
     def _mcp(self) -> Server[Any]:
         async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -178,7 +207,7 @@ class FakeMcpServer:
             on_read_resource=read_resource,
             on_list_prompts=list_prompts,
             on_get_prompt=get_prompt,
-            on_subscriptions_listen=self._listen,
+            on_subscriptions_listen=self._counted_listen,
         )
 
     def _guarded(self, app: ASGIApp) -> ASGIApp:

@@ -39,7 +39,7 @@ from application.errors import McpConnectionFailed, ToolFailure, UrlNotAllowed
 from application.ports.mcp import McpTarget
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import Transport
-from infrastructure.mcp_client.connection import opened
+from infrastructure.mcp_client.connection import McpConnection, opened
 from infrastructure.mcp_client.gateway import SdkMcpGateway
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
 from infrastructure.native_tools.web_page import HttpWebPageReader
@@ -285,11 +285,11 @@ async def test_an_integration_whose_name_rebinds_after_the_check_never_reaches_t
 
 @pytest.mark.parametrize("transport", [Transport.STREAMABLE_HTTP, Transport.SSE])
 async def test_a_redirect_on_a_new_connection_is_checked_again(
-    gateway: SdkMcpGateway, names: RebindingNameServer, destinations: Destinations, transport: Transport
+    policy: NetworkPolicy, names: RebindingNameServer, destinations: Destinations, transport: Transport
 ) -> None:
     names.answer(ALLOWED, DENIED)  # the first connection hears the first, the redirected one the second
     first_hop = MCP_PATHS[transport][1]
-    connection = gateway.pool.new_connection(_target(destinations.url(first_hop), transport), None)
+    connection = McpConnection(_target(destinations.url(first_hop), transport), None, policy, lambda kind: None)
 
     with pytest.raises(McpConnectionFailed):
         async with opened(connection):
@@ -302,10 +302,10 @@ async def test_a_redirect_on_a_new_connection_is_checked_again(
 
 @pytest.mark.parametrize("transport", [Transport.STREAMABLE_HTTP, Transport.SSE])
 async def test_a_redirect_to_a_checked_address_is_followed(
-    gateway: SdkMcpGateway, destinations: Destinations, transport: Transport
+    policy: NetworkPolicy, destinations: Destinations, transport: Transport
 ) -> None:
     plain, moved = MCP_PATHS[transport]
-    connection = gateway.pool.new_connection(_target(destinations.url(moved), transport), None)
+    connection = McpConnection(_target(destinations.url(moved), transport), None, policy, lambda kind: None)
 
     async with opened(connection):
         tools = await connection.request(lambda client: client.list_tools(), doing="listing tools")

@@ -1,6 +1,5 @@
 """The MCP gateway: pooled sessions, cached catalogs, typed errors."""
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -70,28 +69,8 @@ class SdkMcpGateway:
         self._ttl = catalog_ttl_seconds
         self._cache = CatalogCache()
         self._pool = McpSessionPool(
-            max_sessions=max_sessions, idle_seconds=idle_seconds, on_change=self._changed, outbound=outbound
+            max_sessions=max_sessions, idle_seconds=idle_seconds, on_change=self._cache.invalidate, outbound=outbound
         )
-        self._subscribers: dict[IntegrationId, list[asyncio.Queue[str]]] = {}
-
-    # -- notifications -------------------------------------------------------------------------
-
-    def _changed(self, integration_id: IntegrationId, kind: str) -> None:
-        self._cache.invalidate(integration_id, kind)
-        for queue in self._subscribers.get(integration_id, []):
-            queue.put_nowait(kind)
-
-    def subscribe(self, integration_id: IntegrationId) -> asyncio.Queue[str]:
-        """A queue of its own for one consumer, told each catalog kind that changed (after the
-        cache dropped it), so no consumer can take another's notification."""
-        queue: asyncio.Queue[str] = asyncio.Queue()
-        self._subscribers.setdefault(integration_id, []).append(queue)
-        return queue
-
-    def unsubscribe(self, integration_id: IntegrationId, queue: asyncio.Queue[str]) -> None:
-        queues = self._subscribers.get(integration_id, [])
-        if queue in queues:
-            queues.remove(queue)
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -238,11 +217,3 @@ class SdkMcpGateway:
 
     async def close(self) -> None:
         await self._pool.close()
-
-    @property
-    def pool(self) -> McpSessionPool:
-        return self._pool
-
-    @property
-    def open_sessions(self) -> int:
-        return len(self._pool)

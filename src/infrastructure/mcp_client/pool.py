@@ -32,13 +32,6 @@ class McpSessionPool:
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
 
-    def __len__(self) -> int:
-        return len(self._sessions)
-
-    def get(self, integration_id: IntegrationId) -> McpConnection | None:
-        """The integration's pooled session, if one is open."""
-        return self._sessions.get(integration_id)
-
     def new_connection(self, target: McpTarget, stdio: StdioServerParameters | None) -> McpConnection:
         integration_id = target.integration_id
         return McpConnection(target, stdio, self._outbound, lambda kind: self._on_change(integration_id, kind))
