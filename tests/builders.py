@@ -1,13 +1,15 @@
 """Domain objects for tests, valid by default: give only what a test is about."""
 
+import itertools
 from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
 
 from domain.agents import Agent
 from domain.api_keys import ApiKey, Role
-from domain.ids import AgentId, ApiKeyId, IntegrationId, OrgId, RunId, SourceId, ThreadId
+from domain.ids import AgentId, ApiKeyId, IntegrationId, MessageId, OrgId, RunId, SourceId, ThreadId
 from domain.integrations import McpIntegration
+from domain.messages import ContentPart, Message, MessageRole, TextContent, ToolResultContent
 from domain.organizations import Organization
 from domain.prompt_templates import PromptTemplate, TemplateMessage
 from domain.runs import Run
@@ -111,3 +113,35 @@ def prompt_template(org_id: OrgId | None, **fields: Any) -> PromptTemplate:
         "updated_at": NOW,
     }
     return PromptTemplate(**(defaults | fields))
+
+
+# -- conversations: the messages of one thread, for language model tests -----------------------------
+
+_CONVERSATION_ORG = OrgId(uuid4())
+_CONVERSATION_THREAD = ThreadId(uuid4())
+_positions = itertools.count(1)
+
+
+def message(role: MessageRole, *parts: ContentPart | str) -> Message:
+    """A message of one thread; plain strings become text parts."""
+    return Message(
+        id=MessageId(uuid4()),
+        org_id=_CONVERSATION_ORG,
+        thread_id=_CONVERSATION_THREAD,
+        role=role,
+        content=tuple(TextContent(text=p) if isinstance(p, str) else p for p in parts),
+        position=next(_positions),
+        created_at=NOW,
+    )
+
+
+def user(*parts: ContentPart | str) -> Message:
+    return message(MessageRole.USER, *parts)
+
+
+def assistant(*parts: ContentPart | str) -> Message:
+    return message(MessageRole.ASSISTANT, *parts)
+
+
+def tool_results(*results: ToolResultContent) -> Message:
+    return message(MessageRole.TOOL, *results)

@@ -11,7 +11,7 @@ import pytest
 from application.ports.llm import ModelRequest, ToolDefinition
 from domain.messages import ToolResultContent, ToolUseContent
 from infrastructure.llm import OpenAiLanguageModel
-from tests.conversations import assistant, tool_results, user
+from tests.builders import assistant, tool_results, user
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO = ToolDefinition(name="everything__echo", description="Echo", parameters={"type": "object"})

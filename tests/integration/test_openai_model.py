@@ -13,7 +13,7 @@ from domain.agents import ModelSettings
 from domain.messages import ImageContent, ToolResultContent, ToolUseContent
 from domain.usage import Usage
 from infrastructure.llm import OpenAiLanguageModel
-from tests.conversations import assistant, tool_results, user
+from tests.builders import assistant, tool_results, user
 from tests.fakes.openai_server import ErrorReply, FakeOpenAI, FakeToolCall, TextReply, ToolCallsReply
 
 API_KEY = "sk-test-never-show-me-0123456789"

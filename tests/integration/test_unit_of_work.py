@@ -1,17 +1,11 @@
-from datetime import UTC, datetime
-
-from domain.ids import OrgId
 from domain.organizations import Organization
 from infrastructure.container import Container
+from tests import builders
 from tests.conftest import as_port
 
 
-async def _org(container: Container, slug: str) -> Organization:
-    return Organization(id=OrgId(container.ids().new()), name=slug, slug=slug, created_at=datetime.now(UTC))
-
-
 async def test_nothing_is_written_without_commit(container: Container) -> None:
-    org = await _org(container, "uncommitted-org")
+    org = builders.organization(slug="uncommitted-org")
     async with as_port(container.uow()) as uow:
         await uow.organizations.add(org)
     async with as_port(container.uow()) as uow:
@@ -19,7 +13,7 @@ async def test_nothing_is_written_without_commit(container: Container) -> None:
 
 
 async def test_an_error_rolls_the_whole_unit_back(container: Container) -> None:
-    org = await _org(container, "rolled-back-org")
+    org = builders.organization(slug="rolled-back-org")
     try:
         async with as_port(container.uow()) as uow:
             await uow.organizations.add(org)
@@ -31,7 +25,7 @@ async def test_an_error_rolls_the_whole_unit_back(container: Container) -> None:
 
 
 async def test_committed_work_is_visible_with_timezones(container: Container) -> None:
-    org = await _org(container, "committed-org")
+    org = builders.organization(slug="committed-org")
     async with as_port(container.uow()) as uow:
         await uow.organizations.add(org)
         await uow.commit()
@@ -46,7 +40,7 @@ async def test_one_unit_of_work_serves_concurrent_tasks(container: Container) ->
     import asyncio
 
     uow = as_port(container.uow())
-    orgs = [await _org(container, f"concurrent-{i}") for i in range(5)]
+    orgs = [builders.organization(slug=f"concurrent-{i}") for i in range(5)]
 
     async def add(org: Organization) -> None:
         async with uow as tx:

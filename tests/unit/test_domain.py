@@ -5,9 +5,9 @@ from uuid import uuid4
 import pytest
 
 from domain.agents import Agent, AgentChanges, ModelSettings
-from domain.api_keys import ApiKey, Role
+from domain.api_keys import Role
 from domain.errors import InvalidValue
-from domain.ids import AgentId, ApiKeyId, MessageId, OrgId, ThreadId
+from domain.ids import AgentId, MessageId, OrgId, ThreadId
 from domain.messages import (
     ImageContent,
     Message,
@@ -20,7 +20,6 @@ from domain.messages import (
 )
 from domain.native_tools import ToolRef
 from domain.text import slugify
-from domain.threads import Thread
 from domain.tools import ToolType
 from tests import builders
 
@@ -64,15 +63,7 @@ def test_a_rejected_update_leaves_the_agent_as_it_was() -> None:
 
 
 def test_api_key_use_is_recorded_once_per_interval() -> None:
-    key = ApiKey(
-        id=ApiKeyId(uuid4()),
-        org_id=OrgId(uuid4()),
-        name="k",
-        role=Role.MEMBER,
-        prefix="p",
-        secret_hash="h",
-        created_at=NOW,
-    )
+    key = builders.api_key(OrgId(uuid4()), role=Role.MEMBER, created_at=NOW)
     assert key.record_use(NOW, granularity=timedelta(minutes=1)) is True
     assert key.record_use(NOW + timedelta(seconds=30), granularity=timedelta(minutes=1)) is False
     assert key.record_use(NOW + timedelta(minutes=2), granularity=timedelta(minutes=1)) is True
@@ -82,7 +73,7 @@ def test_api_key_use_is_recorded_once_per_interval() -> None:
 
 
 def test_messages_appended_to_a_thread_are_numbered_in_order() -> None:
-    thread = Thread(id=ThreadId(uuid4()), org_id=OrgId(uuid4()), created_at=NOW, updated_at=NOW)
+    thread = builders.thread(OrgId(uuid4()), created_at=NOW, updated_at=NOW)
     later = NOW + timedelta(seconds=1)
     appended = [
         thread.append(MessageRole.USER, (TextContent(text=str(n)),), message_id=MessageId(uuid4()), now=later)

@@ -6,7 +6,7 @@ from application.errors import ModelNotConfigured
 from application.ports.llm import ModelRequest, ModelResponse, ModelToolCall, TextListener, ToolDefinition
 from domain.messages import Message, ToolResultContent, ToolUseContent
 from infrastructure.llm import ModelRouter, OfflineLanguageModel
-from tests.conversations import assistant, tool_results, user
+from tests.builders import assistant, tool_results, user
 
 ECHO = ToolDefinition(
     name="everything__echo",

@@ -3,7 +3,7 @@ import json
 from application.ports.llm import ToolDefinition
 from domain.messages import ImageContent, MessageRole, ToolResultContent, ToolUseContent
 from infrastructure.llm.openai_messages import chat_messages, chat_tools
-from tests.conversations import assistant, message, tool_results, user
+from tests.builders import assistant, message, tool_results, user
 
 PNG = "iVBORw0KGgo="
 

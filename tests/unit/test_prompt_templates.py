@@ -11,10 +11,12 @@ from domain.prompt_templates import (
     TemplateMessage,
     declared_placeholders,
 )
+from tests import builders
 
 
 def template(content: str, *arguments: TemplateArgument, description: str = "Analyze a failing test") -> PromptTemplate:
-    return PromptTemplate(
+    return builders.prompt_template(
+        None,
         name="test-analysis",
         description=description,
         messages=(TemplateMessage(role="user", content=content),),
