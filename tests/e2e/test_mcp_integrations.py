@@ -153,41 +153,73 @@ async def test_members_call_tools_directly(
     assert missing.status_code == 404 and missing.json()["error"] == "McpToolNotFound"
 
 
-async def test_resources_are_read_and_imported_as_sources(
-    client: httpx.AsyncClient, tenant: Tenant, mcp_server: FakeMcpServer
-) -> None:
-    integration = await create_integration(client, tenant, mcp_server.url)
-    read = (
-        await client.post(f"{base(integration)}/resources/read", json={"uri": "memo://notes"}, headers=tenant.admin)
-    ).json()
+async def read_resource(
+    client: httpx.AsyncClient, tenant: Tenant, integration: dict[str, Any], uri: str, **body: Any
+) -> httpx.Response:
+    return await client.post(f"{base(integration)}/resources/read", json={"uri": uri} | body, headers=tenant.admin)
+
+
+@pytest.fixture
+async def memo(client: httpx.AsyncClient, tenant: Tenant, mcp_server: FakeMcpServer) -> dict[str, Any]:
+    return await create_integration(client, tenant, mcp_server.url)
+
+
+async def test_a_text_resource_is_read(client: httpx.AsyncClient, tenant: Tenant, memo: dict[str, Any]) -> None:
+    read = (await read_resource(client, tenant, memo, "memo://notes")).json()
     assert read["data"][0]["text"].startswith("Remember the milk.")
-    blob = (
-        await client.post(f"{base(integration)}/resources/read", json={"uri": "memo://logo.png"}, headers=tenant.admin)
-    ).json()
+
+
+async def test_a_blob_resource_is_read_in_base64(
+    client: httpx.AsyncClient, tenant: Tenant, memo: dict[str, Any]
+) -> None:
+    blob = (await read_resource(client, tenant, memo, "memo://logo.png")).json()
     assert base64.b64decode(blob["data"][0]["blob"]) == PNG
-    templated = await client.post(
-        f"{base(integration)}/resources/read", json={"uri": "memo://items/7"}, headers=tenant.admin
-    )
-    assert templated.json()["data"][0]["text"] == "Item 7"
-    missing = await client.post(
-        f"{base(integration)}/resources/read", json={"uri": "memo://nope"}, headers=tenant.admin
-    )
+
+
+async def test_a_resource_of_a_template_is_read(
+    client: httpx.AsyncClient, tenant: Tenant, memo: dict[str, Any]
+) -> None:
+    templated = (await read_resource(client, tenant, memo, "memo://items/7")).json()
+    assert templated["data"][0]["text"] == "Item 7"
+
+
+async def test_a_resource_the_server_does_not_have_is_not_found(
+    client: httpx.AsyncClient, tenant: Tenant, memo: dict[str, Any]
+) -> None:
+    missing = await read_resource(client, tenant, memo, "memo://nope")
     assert missing.status_code == 404 and missing.json()["error"] == "McpResourceNotFound"
 
+
+IMPORTED = ("memo://notes", "memo://people.csv", "memo://logo.png")
+Imported = tuple[list[httpx.Response], list[dict[str, Any]]]
+"""The answers to the imports, and the thread's sources."""
+
+
+@pytest.fixture
+async def imported(client: httpx.AsyncClient, tenant: Tenant, memo: dict[str, Any]) -> Imported:
+    """A text, a CSV and an image resource imported into a new thread: the answers, and the thread's sources."""
     thread = (await client.post("/v1/threads", json={}, headers=tenant.admin)).json()
-    for uri in ("memo://notes", "memo://people.csv", "memo://logo.png"):
-        imported = await client.post(
-            f"{base(integration)}/resources/read",
-            json={"uri": uri, "import": True, "thread_id": thread["id"]},
-            headers=tenant.admin,
-        )
-        assert imported.status_code == 200, imported.text
-        assert imported.json()["sources"][0]["origin"] == {
-            "type": "mcp_resource",
-            "integration_id": integration["id"],
-            "uri": uri,
-        }
-    sources = (await client.get(f"/v1/threads/{thread['id']}/sources", headers=tenant.admin)).json()["data"]
+    answers = [
+        await read_resource(client, tenant, memo, uri, thread_id=thread["id"], **{"import": True}) for uri in IMPORTED
+    ]
+    sources: list[dict[str, Any]] = (
+        await client.get(f"/v1/threads/{thread['id']}/sources", headers=tenant.admin)
+    ).json()["data"]
+    return answers, sources
+
+
+async def test_an_imported_resource_says_where_it_came_from(memo: dict[str, Any], imported: Imported) -> None:
+    answers, _ = imported
+    assert [a.status_code for a in answers] == [200, 200, 200], [a.text for a in answers]
+    assert [a.json()["sources"][0]["origin"] for a in answers] == [
+        {"type": "mcp_resource", "integration_id": memo["id"], "uri": uri} for uri in IMPORTED
+    ]
+
+
+async def test_imported_resources_become_sources_of_the_thread(
+    imported: Imported,
+) -> None:
+    _, sources = imported
     assert [(s["name"], s["kind"], s["mime_type"]) for s in sources] == [
         ("Notes", "text", "text/plain"),
         ("People", "data", "text/csv"),
@@ -195,21 +227,33 @@ async def test_resources_are_read_and_imported_as_sources(
     ]
     assert sources[2]["size"] == len(PNG)
 
-    notes = (await client.get(f"/v1/sources/{sources[0]['id']}", headers=tenant.admin)).json()
+
+async def test_an_imported_text_resource_keeps_its_text(
+    client: httpx.AsyncClient, tenant: Tenant, imported: Imported
+) -> None:
+    notes = (await client.get(f"/v1/sources/{imported[1][0]['id']}", headers=tenant.admin)).json()
     assert notes["text"].startswith("Remember the milk.")
-    people = (await client.get(f"/v1/sources/{sources[1]['id']}", headers=tenant.admin)).json()
+
+
+async def test_an_imported_csv_resource_becomes_a_table(
+    client: httpx.AsyncClient, tenant: Tenant, imported: Imported
+) -> None:
+    people = (await client.get(f"/v1/sources/{imported[1][1]['id']}", headers=tenant.admin)).json()
     assert people["data"] == {
         "headers": ["name", "city"],
         "rows": [["Ada", "London"], ["Grace", "Arlington"]],
     }
-    logo = await client.get(f"/v1/sources/{sources[2]['id']}/content", headers=tenant.admin)
+
+
+async def test_an_imported_image_resource_is_served_as_it_was(
+    client: httpx.AsyncClient, tenant: Tenant, imported: Imported
+) -> None:
+    logo = await client.get(f"/v1/sources/{imported[1][2]['id']}/content", headers=tenant.admin)
     assert logo.content == PNG and logo.headers["content-type"] == "image/png"
 
-    no_thread = await client.post(
-        f"{base(integration)}/resources/read",
-        json={"uri": "memo://notes", "import": True},
-        headers=tenant.admin,
-    )
+
+async def test_an_import_needs_a_thread(client: httpx.AsyncClient, tenant: Tenant, memo: dict[str, Any]) -> None:
+    no_thread = await read_resource(client, tenant, memo, "memo://notes", **{"import": True})
     assert no_thread.status_code == 422
 
 
