@@ -248,25 +248,33 @@ async def everything_server(request: pytest.FixtureRequest) -> AsyncIterator[Eve
             yield Everything(http_target(server.url), None, server.akill)
 
 
-async def test_server_everything_serves_tools_resources_and_prompts(
+async def test_server_everything_tools_are_listed_and_called(
     gateway: SdkMcpGateway, everything_server: Everything
 ) -> None:
     target = everything_server.target
-    names = {t.name for t in await gateway.list_tools(target)}
-    assert {"echo", "get-sum", "get-tiny-image"} <= names
-
+    assert {"echo", "get-sum", "get-tiny-image"} <= {t.name for t in await gateway.list_tools(target)}
     assert text_of(await gateway.call_tool(target, "echo", {"message": "hi"})) == "Echo: hi"
     total = await gateway.call_tool(target, "get-sum", {"a": 2, "b": 3})
     assert text_of(total) == "The sum of 2 and 3 is 5."
 
+
+async def test_server_everything_resources_are_read_as_text_and_blobs(
+    gateway: SdkMcpGateway, everything_server: Everything
+) -> None:
+    target = everything_server.target
     [text] = await gateway.read_resource(target, "demo://resource/static/document/architecture.md")
     assert text.text and text.mime_type == "text/markdown"
     [blob] = await gateway.read_resource(target, "demo://resource/dynamic/blob/1")
     assert blob.text is None and blob.blob
 
+
+async def test_server_everything_prompts_are_listed_and_rendered(
+    gateway: SdkMcpGateway, everything_server: Everything
+) -> None:
+    target = everything_server.target
+    assert "args-prompt" in {p.name for p in await gateway.list_prompts(target)}
     prompt = await gateway.get_prompt(target, "args-prompt", {"city": "Paris", "state": "TX"})
     assert prompt.messages[0].content == "What's weather in Paris, TX?"
-    assert "args-prompt" in {p.name for p in await gateway.list_prompts(target)}
 
 
 async def test_a_resource_list_change_drops_the_cached_resources(
