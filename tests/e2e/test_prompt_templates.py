@@ -1,6 +1,7 @@
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import MakeTenant, Tenant, member_headers
 
@@ -27,34 +28,68 @@ def template(agent_id: str, **fields: object) -> dict[str, Any]:
     } | fields
 
 
-async def test_admins_manage_templates_and_anyone_renders_them(client: httpx.AsyncClient, tenant: Tenant) -> None:
+@pytest.fixture
+async def release_notes(client: httpx.AsyncClient, tenant: Tenant) -> httpx.Response:
+    """The answer to an admin creating the template release-notes."""
     agent = await an_agent(client, tenant)
-    created = await client.post("/v1/prompt-templates", json=template(agent["id"]), headers=tenant.admin)
-    assert created.status_code == 201, created.text
-    assert created.json()["tool_name"] == "release_notes" and created.json()["source"] == "api"
+    return await client.post("/v1/prompt-templates", json=template(agent["id"]), headers=tenant.admin)
 
-    member = await member_headers(client, tenant)
-    listed = (await client.get("/v1/prompt-templates", headers=member)).json()["data"]
-    assert [t["name"] for t in listed] == ["release-notes"]
-    rendered = await client.post(
-        "/v1/prompt-templates/release-notes/render", json={"arguments": {"version": "2.0"}}, headers=member
-    )
+
+async def render(client: httpx.AsyncClient, headers: dict[str, str], **arguments: object) -> httpx.Response:
+    body = {"arguments": arguments} if arguments else {}
+    return await client.post("/v1/prompt-templates/release-notes/render", json=body, headers=headers)
+
+
+async def test_an_admin_creates_a_template_published_as_a_tool(release_notes: httpx.Response) -> None:
+    assert release_notes.status_code == 201, release_notes.text
+    assert release_notes.json()["tool_name"] == "release_notes" and release_notes.json()["source"] == "api"
+
+
+async def test_members_list_the_templates(
+    client: httpx.AsyncClient, tenant: Tenant, release_notes: httpx.Response
+) -> None:
+    listed = (await client.get("/v1/prompt-templates", headers=await member_headers(client, tenant))).json()
+    assert [t["name"] for t in listed["data"]] == ["release-notes"]
+
+
+async def test_members_render_a_template_with_its_defaults_and_other_braces_kept(
+    client: httpx.AsyncClient, tenant: Tenant, release_notes: httpx.Response
+) -> None:
+    rendered = await render(client, await member_headers(client, tenant), version="2.0")
     assert rendered.json()["messages"] == [
         {"role": "system", "content": "You write crisp notes."},
         {"role": "user", "content": 'Notes for 2.0 covering api. Keep {"json": true} and {unknown}.'},
     ]
-    arrays = await client.post(
-        "/v1/prompt-templates/release-notes/render",
-        json={"arguments": {"version": "{areas}", "areas": ["api", "cli"]}},
-        headers=member,
-    )
+
+
+async def test_an_array_argument_is_rendered_as_a_list_and_values_are_not_rendered_again(
+    client: httpx.AsyncClient, tenant: Tenant, release_notes: httpx.Response
+) -> None:
+    arrays = await render(client, await member_headers(client, tenant), version="{areas}", areas=["api", "cli"])
     assert arrays.json()["messages"][1]["content"].startswith("Notes for {areas} covering api, cli.")
-    missing = await client.post("/v1/prompt-templates/release-notes/render", json={}, headers=member)
+
+
+async def test_a_required_argument_left_out_is_refused(
+    client: httpx.AsyncClient, tenant: Tenant, release_notes: httpx.Response
+) -> None:
+    missing = await render(client, await member_headers(client, tenant))
     assert missing.status_code == 422 and "version" in missing.json()["detail"]
 
+
+async def test_members_cannot_create_or_delete_templates(
+    client: httpx.AsyncClient, tenant: Tenant, release_notes: httpx.Response
+) -> None:
+    member = await member_headers(client, tenant)
+    agent_id = release_notes.json()["agent_id"]
     assert (
-        await client.post("/v1/prompt-templates", json=template(agent["id"], name="x"), headers=member)
+        await client.post("/v1/prompt-templates", json=template(agent_id, name="x"), headers=member)
     ).status_code == 403
+    assert (await client.delete("/v1/prompt-templates/release-notes", headers=member)).status_code == 403
+
+
+async def test_an_admin_renames_a_template(
+    client: httpx.AsyncClient, tenant: Tenant, release_notes: httpx.Response
+) -> None:
     patched = await client.patch(
         "/v1/prompt-templates/release-notes",
         json={"name": "changelog", "description": "Write a changelog"},
@@ -62,8 +97,12 @@ async def test_admins_manage_templates_and_anyone_renders_them(client: httpx.Asy
     )
     assert patched.status_code == 200 and patched.json()["name"] == "changelog"
     assert (await client.get("/v1/prompt-templates/release-notes", headers=tenant.admin)).status_code == 404
-    assert (await client.delete("/v1/prompt-templates/changelog", headers=member)).status_code == 403
-    assert (await client.delete("/v1/prompt-templates/changelog", headers=tenant.admin)).status_code == 204
+
+
+async def test_an_admin_deletes_a_template(
+    client: httpx.AsyncClient, tenant: Tenant, release_notes: httpx.Response
+) -> None:
+    assert (await client.delete("/v1/prompt-templates/release-notes", headers=tenant.admin)).status_code == 204
     assert (await client.get("/v1/prompt-templates", headers=tenant.admin)).json()["data"] == []
 
 
