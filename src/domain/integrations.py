@@ -187,4 +187,3 @@ class McpIntegration:
         self.last_checked_at = now
         self.connection_status = ConnectionStatus.FAILED if error else ConnectionStatus.CONNECTED
         self.last_error = error[:LAST_ERROR_MAX] if error else None
-
