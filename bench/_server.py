@@ -1,4 +1,5 @@
-"""Start a real `threadline serve` process on a fresh database for a benchmark."""
+"""Start real Threadline processes on a fresh database for a benchmark: one `threadline serve`, or a
+worker-mode deployment (API replicas that queue runs and `threadline worker` processes that execute them)."""
 
 import os
 import re
@@ -6,19 +7,22 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from typing import IO
 
 from tests.databases import postgres_database
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
-# e.g. "python -m cProfile -o server.prof": runs the server under a profiler.
+# e.g. "python -m cProfile -o server.prof": runs the API servers under a profiler.
 _PREFIX = os.environ.get("THREADLINE_BENCH_SERVER_PREFIX", "").split()
 POSTGRES_SERVER = os.environ.get(
     "THREADLINE_BENCH_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 )
+API_READY = "Application startup complete"
+WORKER_READY = "Starting worker"
 
 
 @contextmanager
@@ -31,6 +35,20 @@ def database(backend: str) -> Iterator[str]:
         yield url
 
 
+def peak_memory_mb(pid: int) -> float:
+    """A process's peak resident memory so far (Linux: VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) a process has used so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass(frozen=True)
 class RunningServer:
     base_url: str
@@ -39,44 +57,108 @@ class RunningServer:
     pid: int
 
     def peak_memory_mb(self) -> float:
-        """The process's peak resident memory so far (Linux)."""
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return peak_memory_mb(self.pid)
+
+
+@dataclass(frozen=True)
+class RunningProcess:
+    name: str
+    """api-0, api-1, ..., worker-0, ..."""
+    pid: int
+
+
+@dataclass(frozen=True)
+class Deployment:
+    apis: list[RunningServer]
+    processes: list[RunningProcess]
+    """Every process of the deployment, API replicas first."""
+
+    def peak_memory_mb(self) -> dict[str, float]:
+        """Each process's peak resident memory so far, by name."""
+        return {p.name: peak_memory_mb(p.pid) for p in self.processes}
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """Each process's CPU time so far, by name."""
+        return {p.name: cpu_seconds(p.pid) for p in self.processes}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @contextmanager
-def server(database_url: str, extra_env: dict[str, str] | None = None) -> Iterator[RunningServer]:
-    """Yields the base URL and an admin auth header of a new organization."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def _started(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """A process started now (`_wait_ready` tells when it is ready), stopped with SIGTERM afterwards."""
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_ready(name: str, process: subprocess.Popen[str], ready: str, stack: ExitStack) -> None:
+    """Reads the process's log until `ready`, then keeps draining it so it never blocks on a full pipe."""
+    assert process.stderr is not None
+    seen: list[str] = []
+    for line in process.stderr:
+        seen.append(line)
+        if ready in line:
+            break
+    else:
+        raise RuntimeError(f"{name} did not start:\n{''.join(seen[-30:])}")
+    log = os.environ.get("THREADLINE_BENCH_SERVER_LOG")
+    sink: IO[str] | int = stack.enter_context(open(log, "a")) if log else subprocess.DEVNULL  # noqa: SIM115
+    drain = subprocess.Popen(["cat"], stdin=process.stderr, stdout=sink)
+    stack.callback(drain.wait, 60)
+
+
+@contextmanager
+def deployment(
+    database_url: str, apis: int = 1, workers: int = 0, extra_env: dict[str, str] | None = None
+) -> Iterator[Deployment]:
+    """`apis` `threadline serve` processes and `workers` `threadline worker` processes on a migrated database
+    with a new organization. With workers, the deployment is in worker mode (THREADLINE_EXECUTOR=queue:
+    PostgreSQL); without, each API process executes its runs. Processes are ready when they say so in their log."""
     env = os.environ | {"THREADLINE_DATABASE_URL": database_url, "THREADLINE_LOG_LEVEL": "WARNING"} | (extra_env or {})
+    if workers:
+        env["THREADLINE_EXECUTOR"] = "queue"
     subprocess.run([THREADLINE, "migrate"], env=env, check=True, capture_output=True)
     created = subprocess.run(
         [THREADLINE, "orgs", "create", "Bench"], env=env, check=True, capture_output=True, text=True
     )
     key = re.search(r"(tl_\S+)", created.stdout).group(1)  # type: ignore[union-attr]
-    process = subprocess.Popen(
-        [*_PREFIX, THREADLINE, "serve", "--no-migrate", "--port", str(port)],
-        env=env | {"THREADLINE_LOG_LEVEL": "INFO", "THREADLINE_LOG_FORMAT": "text"},
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        for line in process.stderr:
-            if "Application startup complete" in line:
-                break
-        else:
-            raise RuntimeError("server did not start")
-        # Keep draining the server's log so it never blocks on a full pipe.
-        log = os.environ.get("THREADLINE_BENCH_SERVER_LOG")
-        sink = open(log, "a") if log else subprocess.DEVNULL  # noqa: SIM115 - closed with the process below
-        drain = subprocess.Popen(["cat"], stdin=process.stderr, stdout=sink)
-        yield RunningServer(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}, process.pid)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        drain.wait(timeout=30)
+    env |= {"THREADLINE_LOG_LEVEL": "INFO", "THREADLINE_LOG_FORMAT": "text"}  # the lines that say "ready"
+    ports = [_free_port() for _ in range(apis)]
+    with ExitStack() as stack:
+        drains = stack.enter_context(ExitStack())  # closed last: the processes have stopped, their logs end
+        started: list[tuple[str, subprocess.Popen[str], str]] = []
+        for index, port in enumerate(ports):
+            command = [*_PREFIX, THREADLINE, "serve", "--no-migrate", "--port", str(port)]
+            started.append((f"api-{index}", stack.enter_context(_started(command, env)), API_READY))
+        for index in range(workers):
+            process = stack.enter_context(_started([THREADLINE, "worker"], env))
+            started.append((f"worker-{index}", process, WORKER_READY))
+        for name, process, ready in started:  # they start side by side
+            _wait_ready(name, process, ready, drains)
+        headers = {"Authorization": f"Bearer {key}"}
+        yield Deployment(
+            apis=[
+                RunningServer(f"http://127.0.0.1:{port}", headers, process.pid)
+                for port, (_, process, _) in zip(ports, started, strict=False)
+            ],
+            processes=[RunningProcess(name, process.pid) for name, process, _ in started],
+        )
+
+
+@contextmanager
+def server(database_url: str, extra_env: dict[str, str] | None = None) -> Iterator[RunningServer]:
+    """One `threadline serve` that executes its runs; yields its base URL and an admin auth header."""
+    with deployment(database_url, 1, 0, extra_env) as running:
+        yield running.apis[0]
