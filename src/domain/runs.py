@@ -16,9 +16,12 @@ CLIENT_TOOLS_MAX = 64
 _CLIENT_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 WARNINGS_MAX = 50
 ERROR_MESSAGE_MAX = 2_000
+INSTRUCTIONS_MAX = 100_000
 
 
 class RunStatus(StrEnum):
+    """Where a run is: queued, in_progress, requires_action (waits for the client), then an end state."""
+
     QUEUED = "queued"
     IN_PROGRESS = "in_progress"
     REQUIRES_ACTION = "requires_action"
@@ -129,13 +132,20 @@ class Run:
     request_digest: str | None = None
     """A fingerprint of the request that created the run with its idempotency key (thread, agent, input, tools)."""
     parent_run_id: RunId | None = None
+    instructions: str | None = None
+    """Added to the agent's instructions for this run only (a client's system messages)."""
     cancel_requested: bool = False
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    lease: int = 0
+    """How many times a process took the run to execute it. Only the latest taker may write the run: the writes
+    of one whose lease is older (it was thought lost, and another took over) are refused."""
 
     def __post_init__(self) -> None:
         if self.idempotency_key is not None and not (1 <= len(self.idempotency_key) <= IDEMPOTENCY_KEY_MAX):
             raise InvalidValue(f"idempotency_key must be 1-{IDEMPOTENCY_KEY_MAX} characters")
+        if self.instructions is not None and len(self.instructions) > INSTRUCTIONS_MAX:
+            raise InvalidValue(f"a run's instructions must be at most {INSTRUCTIONS_MAX} characters")
         if len(self.client_tools) > CLIENT_TOOLS_MAX:
             raise InvalidValue(f"a run takes at most {CLIENT_TOOLS_MAX} client tools")
         names = [t.name for t in self.client_tools]

@@ -4,10 +4,12 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import Tenant
 from tests.e2e.runs import sse_events
 
+pytestmark = pytest.mark.executors
 FOLLOWERS = 200
 
 

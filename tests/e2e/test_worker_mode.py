@@ -17,8 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import Tenant
 from tests.databases import POSTGRES_URL, backend, postgres_database
 from tests.e2e.runs import sse_events
+from tests.e2e.test_mcp_server import create_template, mcp_client
+from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, echo_text
 
 pytestmark = pytest.mark.skipif(
@@ -88,6 +91,30 @@ async def _start(name: str, env: dict[str, str], *args: str, ready: str) -> Proc
     return started
 
 
+def _environment(url: str, model: FakeOpenAI, data_dir: Path, executor: str) -> dict[str, str]:
+    return os.environ | {
+        "THREADLINE_DATABASE_URL": url,
+        "THREADLINE_EXECUTOR": executor,
+        "THREADLINE_DATABASE_POOL_SIZE": "5",  # 4 processes within the server's 100 connections
+        "THREADLINE_WORKER_LOST_SECONDS": str(LOST_SECONDS),
+        "THREADLINE_WORKER_GRACE_SECONDS": "1",
+        "THREADLINE_LOG_FORMAT": "text",
+        "THREADLINE_OPENAI_API_KEY": "sk-test",
+        "THREADLINE_OPENAI_BASE_URL": model.base_url,
+        "THREADLINE_DATA_DIR": str(data_dir),
+        "THREADLINE_SECRET_KEY": "worker mode test key",
+        "THREADLINE_MCP_ALLOWED_NETWORKS": "127.0.0.0/8",  # the MCP servers of the tests run on loopback
+    }
+
+
+async def _organization(env: dict[str, str]) -> dict[str, str]:
+    """Migrates the database and creates an organization: the headers of its admin key."""
+    await _run(env, "migrate")
+    key = re.search(r"(tl_\S+)", await _run(env, "orgs", "create", "Workers"))
+    assert key is not None
+    return {"Authorization": f"Bearer {key.group(1)}"}
+
+
 @pytest.fixture(scope="module")
 async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Deployment]:
     assert POSTGRES_URL is not None
@@ -95,21 +122,8 @@ async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
     url = await asyncio.to_thread(stack.enter_context, postgres_database(POSTGRES_URL, "threadline_workers"))
     try:
         async with FakeOpenAI(responder=echo_text, record_requests=False) as model:
-            env = os.environ | {
-                "THREADLINE_DATABASE_URL": url,
-                "THREADLINE_EXECUTOR": "queue",
-                "THREADLINE_DATABASE_POOL_SIZE": "5",  # 4 processes within the server's 100 connections
-                "THREADLINE_WORKER_LOST_SECONDS": str(LOST_SECONDS),
-                "THREADLINE_WORKER_GRACE_SECONDS": "1",
-                "THREADLINE_LOG_FORMAT": "text",
-                "THREADLINE_OPENAI_API_KEY": "sk-test",
-                "THREADLINE_OPENAI_BASE_URL": model.base_url,
-                "THREADLINE_DATA_DIR": str(tmp_path_factory.mktemp("data")),
-                "THREADLINE_SECRET_KEY": "worker mode test key",
-            }
-            await _run(env, "migrate")
-            key = re.search(r"(tl_\S+)", await _run(env, "orgs", "create", "Workers"))
-            assert key is not None
+            env = _environment(url, model, tmp_path_factory.mktemp("data"), "queue")
+            headers = await _organization(env)
             processes: list[Process] = []
             workers: list[Process] = []
             try:
@@ -122,7 +136,7 @@ async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
                 yield Deployment(
                     apis=[f"http://127.0.0.1:{port}" for port in ports],
                     workers=workers,
-                    headers={"Authorization": f"Bearer {key.group(1)}"},
+                    headers=headers,
                     model=model,
                     env=env,
                 )
@@ -182,24 +196,79 @@ async def test_cancel_through_one_replica_stops_the_run_a_worker_holds(deploymen
     assert run["status"] == "cancelled"
 
 
-async def test_many_runs_spread_over_both_workers_and_each_completes_once(deployment: Deployment) -> None:
-    async with httpx.AsyncClient(base_url=deployment.apis[0], timeout=60) as a:
-        threads = [await _thread(a, deployment) for _ in range(40)]
+async def test_many_runs_spread_over_both_workers_and_each_completes_once_in_thread_order(
+    deployment: Deployment,
+) -> None:
+    """200 runs: 100 threads with one run, and 20 threads with five, each created as soon as the one before
+    it on the thread has ended."""
+    plan = [1] * 100 + [5] * 20
+    async with httpx.AsyncClient(base_url=deployment.apis[0], timeout=120) as a:
+        threads = await asyncio.gather(*(_thread(a, deployment) for _ in plan))
 
-        async def run(thread: str, index: int) -> dict[str, Any]:
-            body = {"input": f"question {index}", "stream": True}
-            stream = await a.post(f"/v1/threads/{thread}/runs", json=body, headers=deployment.headers)
-            return sse_events(stream.text)[-1]
+        async def runs(thread: str, count: int, index: int) -> list[dict[str, Any]]:
+            ends = []
+            for number in range(count):
+                body = {"input": f"question {index}.{number}", "stream": True}
+                stream = await a.post(f"/v1/threads/{thread}/runs", json=body, headers=deployment.headers)
+                assert stream.status_code == 201, stream.text
+                ends.append(sse_events(stream.text)[-1])
+            return ends
 
-        ends = await asyncio.gather(*(run(t, i) for i, t in enumerate(threads)))
-        assert [e["type"] for e in ends] == ["run.completed"] * 40
-        for index, thread in enumerate(threads):
-            listed = (await a.get(f"/v1/threads/{thread}/messages", headers=deployment.headers)).json()["data"]
-            assert [m["role"] for m in listed] == ["user", "assistant"]  # no step or message twice
-            assert f"question {index}" in listed[1]["content"][0]["text"]
+        per_thread = await asyncio.gather(
+            *(runs(t, count, i) for i, (t, count) in enumerate(zip(threads, plan, strict=True)))
+        )
+        ends = [end for thread_ends in per_thread for end in thread_ends]
+        assert [e["type"] for e in ends] == ["run.completed"] * 200
+        for index, (thread, count) in enumerate(zip(threads, plan, strict=True)):
+            page = await a.get(f"/v1/threads/{thread}/messages?limit=100", headers=deployment.headers)
+            listed = [(m["role"], m["content"][0]["text"]) for m in page.json()["data"]]
+            expected = []
+            for number in range(count):  # in creation order, no step or message twice
+                question = f"question {index}.{number}"
+                expected += [("user", question), ("assistant", f"You said: {question}")]
+            assert listed == expected
     run_ids = [e["data"]["run_id"] for e in ends]
-    per_worker = [sum(any(r in line for line in w.log) for r in run_ids) for w in deployment.workers]
-    assert sum(per_worker) == 40 and all(per_worker), per_worker
+    logs = ["".join(w.log) for w in deployment.workers]
+    per_worker = [sum(r in log for r in run_ids) for log in logs]
+    assert sum(per_worker) == 200 and all(per_worker), per_worker
+
+
+async def test_a_new_api_process_started_next_to_a_live_one_leaves_its_runs_alone(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The in-process executor on PostgreSQL: an API process that starts (a rolling deploy) recovers only
+    the runs of processes that stopped; the runs a live one executes end as that one ends them."""
+    assert POSTGRES_URL is not None
+    stack = contextlib.ExitStack()
+    url = await asyncio.to_thread(stack.enter_context, postgres_database(POSTGRES_URL, "threadline_replicas"))
+    started: list[Process] = []
+    try:
+        async with FakeOpenAI(responder=echo_text, record_requests=False) as model:
+            env = _environment(url, model, tmp_path_factory.mktemp("data"), "in_process")
+            headers = await _organization(env)
+            port_a, port_b = _free_port(), _free_port()
+            args = ("serve", "--no-migrate", "--port")
+            started.append(await _start("api-a", env, *args, str(port_a), ready="Application startup complete"))
+            held = [model.hold() for _ in range(5)]
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_a}", timeout=60) as a:
+                live = Deployment(apis=[], workers=[], headers=headers, model=model, env=env)
+                runs = []
+                for index in range(5):
+                    thread = await _thread(a, live)
+                    created = await a.post(f"/v1/threads/{thread}/runs", json={"input": f"q{index}"}, headers=headers)
+                    runs.append(created.json()["id"])
+                await asyncio.wait_for(asyncio.gather(*(h.received.wait() for h in held)), 30)  # all at the model
+                started.append(await _start("api-b", env, *args, str(port_b), ready="Application startup complete"))
+                for reply in held:
+                    reply.release()
+                streams = [await a.get(f"/v1/runs/{run_id}/events", headers=headers) for run_id in runs]
+        types = [[e["type"] for e in sse_events(stream.text)] for stream in streams]
+        assert [t[-1] for t in types] == ["run.completed"] * 5
+        assert not any("run.failed" in t for t in types)
+        assert not any("recovered runs" in line for line in started[1].log)
+    finally:
+        await asyncio.gather(*(p.stop() for p in started))
+        await asyncio.to_thread(stack.close)
 
 
 async def test_followers_that_subscribe_right_after_creating_runs_all_get_the_terminal_event(
@@ -224,6 +293,44 @@ async def test_followers_that_subscribe_right_after_creating_runs_all_get_the_te
         followed = await asyncio.gather(*(follow() for _ in range(200)))
     assert [events[-1]["type"] for events in followed] == ["run.completed"] * 200
     assert all([e["seq"] for e in events] == list(range(1, len(events) + 1)) for events in followed)
+
+
+async def test_an_integration_deleted_through_one_replica_is_disconnected_by_the_others_at_once(
+    deployment: Deployment,
+) -> None:
+    async with (
+        FakeMcpServer() as server,
+        httpx.AsyncClient(base_url=deployment.apis[0], timeout=30) as a,
+        httpx.AsyncClient(base_url=deployment.apis[1], timeout=30) as b,
+    ):
+        body = {"name": "Short-lived tools", "url": server.url}
+        created = await a.post("/v1/mcp-integrations", json=body, headers=deployment.headers)
+        assert created.status_code == 201, created.text
+        integration = f"/v1/mcp-integrations/{created.json()['id']}"
+        listed = await b.get(f"{integration}/tools", headers=deployment.headers)
+        assert [t["name"] for t in listed.json()["data"]] == [t.name for t in server.tools]
+        await asyncio.wait_for(server.wait_listening(1), 10)  # B keeps a session open, listening for changes
+        deleted = await a.delete(integration, headers=deployment.headers)
+        assert deleted.status_code == 204, deleted.text
+        await asyncio.wait_for(server.wait_listening(0), 5)  # B closed it at once, not after 300 s idle
+
+
+async def test_a_template_created_through_one_replica_is_announced_to_mcp_clients_of_the_other(
+    deployment: Deployment,
+) -> None:
+    tenant = Tenant(id="", slug="", admin=deployment.headers)
+    async with httpx.AsyncClient(base_url=deployment.apis[0], timeout=30) as a:
+        agent = await a.post("/v1/agents", json={"name": "Briefer"}, headers=deployment.headers)
+        assert agent.status_code == 201, agent.text
+        async with (
+            mcp_client(deployment.apis[1], tenant) as session,
+            session.listen(tools_list_changed=True) as changes,
+        ):
+            before = {t.name for t in (await session.list_tools()).tools}
+            await create_template(a, tenant, agent.json())
+            await asyncio.wait_for(anext(aiter(changes)), 10)
+            after = {t.name for t in (await session.list_tools()).tools}
+    assert after - before == {"brief_me"}
 
 
 async def test_a_worker_stopped_with_sigterm_hands_its_run_to_another_that_finishes_it(

@@ -96,7 +96,9 @@ async def test_a_lost_listening_connection_is_replaced(
 
 
 async def _listeners(admin: psycopg.AsyncConnection[tuple[int]]) -> set[int]:
-    listening = await admin.execute("SELECT pid FROM pg_stat_activity WHERE query = %s", (f"LISTEN {CHANNEL}",))
+    listening = await admin.execute(
+        "SELECT pid FROM pg_stat_activity WHERE query = %s AND datname = current_database()", (f"LISTEN {CHANNEL}",)
+    )
     return {row[0] for row in await listening.fetchall()}
 
 

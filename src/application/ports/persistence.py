@@ -62,6 +62,11 @@ class ThreadRepository(Protocol):
         self, org_id: OrgId, *, limit: int, after: ThreadId | None, agent_id: AgentId | None = None
     ) -> Sequence[Thread]: ...
     async def save(self, thread: Thread) -> None: ...
+    async def advance(self, org_id: OrgId, thread_id: ThreadId, now: datetime) -> Thread | None:
+        """Lock the thread and store it with one more message (its count, and `now` as its time), in one write:
+        the thread as it was, for the caller to append that one message to (Thread.append numbers it)."""
+        ...
+
     async def delete(self, org_id: OrgId, thread_id: ThreadId) -> None: ...
 
 
@@ -141,19 +146,28 @@ class RunRepository(Protocol):
         thread_id: ThreadId | None = None,
         agent_id: AgentId | None = None,
         status: RunStatus | None = None,
+        created_after: datetime | None = None,  # at or after this instant (aware, UTC)
+        created_before: datetime | None = None,  # strictly before this instant (aware, UTC)
     ) -> Sequence[Run]: ...
+
     async def active_in_thread(self, org_id: OrgId, thread_id: ThreadId) -> Run | None:
         """The thread's run that is queued, in progress or waiting for tool results, if any."""
         ...
 
     async def unfinished(self, limit: int, after: RunId | None = None) -> Sequence[Run]:
-        """Runs, of any organization, that are queued or in progress (for recovery at startup), in id order
-        from after `after`."""
+        """Runs, of any organization, that are queued or in progress and that no live process holds (for
+        recovery at startup: the runs of processes that stopped), in id order from after `after`."""
+        ...
+
+    async def claim(self, org_id: OrgId, run_id: RunId) -> Run | None:
+        """Take the run to execute it: lock it, as `get(for_update=True)` does, and bump its lease, so the writes
+        of whoever held it before are refused from now on."""
         ...
 
     async def save(self, run: Run) -> None:
-        """Store the run's state. Whether a cancel was requested is stored only by `request_cancel`, so a
-        run that executes never overwrites a cancel asked for meanwhile."""
+        """Store the run's state if `run.lease` is still its stored lease; raises LeaseLost otherwise (another
+        process claimed the run since it was read). Whether a cancel was requested is stored only by
+        `request_cancel`, so a run that executes never overwrites a cancel asked for meanwhile."""
         ...
 
     async def request_cancel(self, org_id: OrgId, run_id: RunId) -> None: ...

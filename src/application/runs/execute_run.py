@@ -4,7 +4,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable
 
-from application.errors import ModelError, StorageUnavailable
+from application.errors import LeaseLost, ModelError, StorageUnavailable
 from application.ports.execution import HANDED_BACK, INTERRUPTED
 from application.ports.tracing import Level, RunTrace, Tracer
 from application.runs.model_call import ModelCall
@@ -60,6 +60,12 @@ class ExecuteRun:
             await self._settle_cancelled(state, interrupted=interrupted)
             state.trace.end(level=Level.WARNING, status_message="interrupted" if interrupted else "cancelled")
             raise
+        except LeaseLost:
+            # Another process took the run over (this one was thought lost): it goes on there, and this one
+            # stops without another word, since everything it would write is refused.
+            logger.info("run taken over by another process: this one stops", extra={"run_id": str(run_id)})
+            state.trace.end(level=Level.WARNING, status_message="taken over by another process")
+            return await self._recorder.stored(state.run)
         except StorageUnavailable as error:
             logger.warning("run stopped: %s", error.detail, extra={"run_id": str(run_id)})
             await self._fail_for_storage(state)
@@ -120,6 +126,8 @@ class ExecuteRun:
             return
         try:
             await self._recorder.fail(state, RunErrorCode.INTERNAL_ERROR, "the run failed unexpectedly")
+        except LeaseLost:
+            pass  # another process holds the run now
         except StorageUnavailable as error:
             _left_for_recovery(state, error)
         except Exception:
@@ -129,6 +137,8 @@ class ExecuteRun:
         """Best effort: the database may be back already. If not, the run stays as stored, for recovery."""
         try:
             await self._recorder.fail_as_stored(state, RunErrorCode.STORAGE_UNAVAILABLE, STORAGE_FAILURE)
+        except LeaseLost:
+            pass  # another process holds the run now
         except StorageUnavailable as error:
             _left_for_recovery(state, error)
         except Exception:
@@ -145,8 +155,8 @@ def _left_for_recovery(state: RunState, error: StorageUnavailable) -> None:
 async def _shielded(ending: Awaitable[StepOutcome], state: RunState) -> None:
     try:
         await asyncio.shield(ending)
-    except asyncio.CancelledError:
-        pass
+    except (asyncio.CancelledError, LeaseLost):
+        pass  # LeaseLost: another process holds the run now, and records how it ends
     except StorageUnavailable as error:
         _left_for_recovery(state, error)
     except Exception:

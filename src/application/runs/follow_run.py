@@ -14,7 +14,7 @@ from application.ports.execution import RunEventBus, RunSubscription
 from application.ports.persistence import UnitOfWork
 from domain.ids import RunId
 from domain.run_events import RunEvent
-from domain.runs import RunStatus
+from domain.runs import Run, RunStatus
 
 
 @dataclass
@@ -70,11 +70,17 @@ class FollowRun:
         self._uow, self._bus = uow, bus
 
     async def execute(
-        self, caller: Caller, run_id: RunId, after_seq: int = 0
+        self, caller: Caller, run_id: RunId, after_seq: int = 0, *, created: Run | None = None
     ) -> AbstractAsyncContextManager[RunFollower]:
-        """Subscribes before reading what is stored, so nothing falls between the two."""
+        """Subscribes before reading what is stored, so nothing falls between the two. `created`: the run the
+        caller has just created; while the bus holds every event of it so far, storage is not read again."""
         stack = AsyncExitStack()
         subscription = await stack.enter_async_context(self._bus.subscribe(run_id))
+        if created is not None and created.id == run_id and created.org_id == caller.org_id:
+            held = [e for e in [*subscription.backlog, *subscription.received()] if e.seq > after_seq]
+            if _unbroken(held, after_seq):
+                follower = RunFollower(history=held, subscription=subscription, settled=False)
+                return _holding(follower, stack)
         try:
             async with self._uow.read_only() as uow:
                 run = await uow.runs.get(caller.org_id, run_id)
@@ -88,6 +94,12 @@ class FollowRun:
         history = _merged(stored, held)
         settled = run.status.is_terminal or run.status is RunStatus.REQUIRES_ACTION
         return _holding(RunFollower(history=history, subscription=subscription, settled=settled), stack)
+
+
+def _unbroken(held: Sequence[RunEvent], after_seq: int) -> bool:
+    """Whether `held` is every event after `after_seq` so far: published after commit, in order, so the bus
+    has them all unless its backlog dropped some (a later one comes live, through the subscription)."""
+    return bool(held) and all(event.seq == after_seq + 1 + index for index, event in enumerate(held))
 
 
 def _merged(stored: Sequence[RunEvent], held: Sequence[RunEvent]) -> list[RunEvent]:

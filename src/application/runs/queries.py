@@ -1,6 +1,7 @@
 """Reading runs: one, or a filtered page of them."""
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from application.caller import Caller
 from application.errors import (
@@ -9,6 +10,7 @@ from application.errors import (
 )
 from application.pagination import Page, PageRequest, decode_id_cursor, page_of
 from application.ports.persistence import UnitOfWork
+from domain.errors import InvalidValue
 from domain.ids import AgentId, RunId, ThreadId
 from domain.runs import Run, RunStatus
 
@@ -30,6 +32,23 @@ class RunFilter:
     thread_id: ThreadId | None = None
     agent_id: AgentId | None = None
     status: RunStatus | None = None
+    created_after: datetime | None = None
+    """Runs created at or after this instant (a time without an offset is UTC)."""
+    created_before: datetime | None = None
+    """Runs created before this instant (a time without an offset is UTC)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "created_after", _utc(self.created_after))
+        object.__setattr__(self, "created_before", _utc(self.created_before))
+        if self.created_after and self.created_before and self.created_after >= self.created_before:
+            raise InvalidValue("created_before must be later than created_after")
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    # Stored times are UTC; SQLite compares them as text, so the bounds are brought to UTC too.
+    if moment is None:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 class ListRuns:
@@ -48,5 +67,7 @@ class ListRuns:
                 thread_id=filters.thread_id,
                 agent_id=filters.agent_id,
                 status=filters.status,
+                created_after=filters.created_after,
+                created_before=filters.created_before,
             )
         return page_of(rows, page.limit, key=lambda r: str(r.id))

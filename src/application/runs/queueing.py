@@ -22,6 +22,7 @@ async def queue_run(
     idempotency_key: str | None = None,
     request_digest: str | None = None,
     parent_run_id: RunId | None = None,
+    instructions: str | None = None,
 ) -> tuple[Run, RunEvent]:
     """Inside the caller's unit of work: append the input (if any) and queue a run. The caller commits
     and then publishes the returned run.created event."""
@@ -35,6 +36,7 @@ async def queue_run(
         idempotency_key=idempotency_key,
         request_digest=request_digest,
         parent_run_id=parent_run_id,
+        instructions=instructions,
         created_at=now,
         updated_at=now,
     )

@@ -15,13 +15,17 @@ After each write, the durable state of a run is:
 So an in_progress run whose thread ends with an answer that has tool calls was stopped while those calls
 were in flight: `begin` fails it as worker_lost (the calls may have had effects); any other in_progress run
 goes on with a model call (a worker that takes over a run another one lost resumes it there).
+
+`begin` claims the run (its lease is bumped), and every later write stores the run first, on the condition
+that its lease is still the one claimed: a process whose run was taken over meanwhile gets LeaseLost and
+writes nothing of that step (no message, no event).
 """
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from application.errors import RunNotFound, ThreadNotFound
+from application.errors import LeaseLost, RunNotFound, ThreadNotFound
 from application.ports.execution import RunEventBus
 from application.ports.llm import ModelToolCall
 from application.ports.persistence import UnitOfWork
@@ -67,10 +71,11 @@ class RunRecorder:
         """Start a queued run (a resumed one is in_progress already) and read what its loop needs; or, when
         there is nothing to execute, the run as it is."""
         async with self._uow as uow:
-            run = await uow.runs.get(org_id, run_id, for_update=True)
+            run = await uow.runs.claim(org_id, run_id)
             if run is None:
                 raise RunNotFound(f"run {run_id} not found")
             if run.status not in (RunStatus.QUEUED, RunStatus.IN_PROGRESS):
+                run.lease -= 1  # nothing to execute: not claimed after all (nothing is committed)
                 return run
             events = await RunEventStream.resume(uow, org_id, run_id, self._bus, self._clock)
             agent = await uow.agents.get(org_id, run.agent_id)
@@ -109,7 +114,6 @@ class RunRecorder:
         run, response = state.run, answer.response
         step = self._step(state, answer)
         async with self._uow as uow:
-            message = await self._append(uow, run, MessageRole.ASSISTANT, _answer_content(answer), answer.message_id)
             now = self._clock.now()
             run.record_step(step, now)
             payloads: list[RunEventPayload]
@@ -121,8 +125,9 @@ class RunRecorder:
                 outcome, payloads = StepOutcome.FINISHED, [run_ended(run, response.text)]
             else:
                 outcome, payloads = StepOutcome.CONTINUE, [_started(state, c) for c in response.tool_calls]
+            await uow.runs.save(run)  # first: refused if the run was taken over, before anything else is written
+            message = await self._append(uow, run, MessageRole.ASSISTANT, _answer_content(answer), answer.message_id)
             recorded = [await state.events.record(uow, p) for p in payloads]
-            await uow.runs.save(run)
             await uow.commit()
         state.history.append(message)
         await state.events.publish(*recorded)
@@ -157,16 +162,15 @@ class RunRecorder:
         )
         pending = tuple(o.pending for _, o in pairs if o.pending is not None)
         async with self._uow as uow:
+            now = self._clock.now()
+            run.settle_tool_calls({r.tool_use_id for r in content if r.is_error}, now)
+            if pending:
+                run.require_action(pending, now)
+            await uow.runs.save(run)  # first: refused if the run was taken over, before anything else is written
             for event in results.completed:
                 await uow.run_events.add(event, run.org_id)
             message = await self._append(uow, run, MessageRole.TOOL, content) if content else None
-            now = self._clock.now()
-            run.settle_tool_calls({r.tool_use_id for r in content if r.is_error}, now)
-            recorded = []
-            if pending:
-                run.require_action(pending, now)
-                recorded.append(await state.events.record(uow, RunRequiresAction.of(run)))
-            await uow.runs.save(run)
+            recorded = [await state.events.record(uow, RunRequiresAction.of(run))] if pending else []
             await uow.commit()
         if message is not None:
             state.history.append(message)
@@ -184,6 +188,8 @@ class RunRecorder:
             stored = await uow.runs.get(run.org_id, run.id, for_update=True)
             if stored is None:  # deleted with its thread
                 return StepOutcome.FAILED
+            if stored.lease != run.lease:
+                raise LeaseLost(f"run {run.id} was taken over by another process")
             ended = None
             if not stored.status.is_terminal:
                 stored.trace_id = stored.trace_id or run.trace_id
@@ -196,6 +202,11 @@ class RunRecorder:
             await self._bus.publish(ended)
         return StepOutcome.FAILED
 
+    async def stored(self, run: Run) -> Run:
+        """The run as stored (or as given, if it was deleted meanwhile)."""
+        async with self._uow.read_only() as uow:
+            return await uow.runs.get(run.org_id, run.id) or run
+
     async def interrupt(self, state: RunState) -> StepOutcome:
         await self._end(state, lambda run, now: run.interrupt(now))
         return StepOutcome.FAILED
@@ -207,8 +218,8 @@ class RunRecorder:
     async def _end(self, state: RunState, end: Callable[[Run, datetime], None]) -> None:
         async with self._uow as uow:
             end(state.run, self._clock.now())
+            await uow.runs.save(state.run)  # first: refused if the run was taken over
             event = await state.events.record(uow, run_ended(state.run))
-            await uow.runs.save(state.run)
             await uow.commit()
         await state.events.publish(event)
 
@@ -220,12 +231,12 @@ class RunRecorder:
         content: tuple[ContentPart, ...],
         message_id: MessageId | None = None,
     ) -> Message:
-        thread = await uow.threads.get(run.org_id, run.thread_id, for_update=True)
+        now = self._clock.now()
+        thread = await uow.threads.advance(run.org_id, run.thread_id, now)  # stored with the message counted
         if thread is None:
             raise ThreadNotFound("the run's thread was deleted")
         new_id = message_id or MessageId(self._ids.new())
-        message = thread.append(role, content, message_id=new_id, now=self._clock.now(), run_id=run.id)
-        await uow.threads.save(thread)
+        message = thread.append(role, content, message_id=new_id, now=now, run_id=run.id)
         await uow.messages.add(message)
         return message
 

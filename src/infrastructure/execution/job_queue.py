@@ -144,9 +144,11 @@ async def work(
     concurrency: int,
     grace_seconds: float,
     lost_seconds: float,
+    signals: bool = True,
 ) -> None:
-    """Be a worker until SIGTERM or SIGINT: take the queues' jobs, `concurrency` at a time. The worker sends a
-    heartbeat four times per `lost_seconds`; one silent for longer is lost, and its runs are taken over."""
+    """Be a worker until SIGTERM or SIGINT (or, without `signals`, until cancelled): take the queues' jobs,
+    `concurrency` at a time. The worker sends a heartbeat four times per `lost_seconds`; one silent for longer
+    is lost, and its runs are taken over."""
     if not isinstance(executor, QueueRunExecutor):
         raise TypeError("a worker needs the job queue executor (THREADLINE_EXECUTOR=queue)")
     await executor.app.run_worker_async(
@@ -157,6 +159,6 @@ async def work(
         shutdown_graceful_timeout=grace_seconds,
         update_heartbeat_interval=lost_seconds / 4,
         stalled_worker_timeout=lost_seconds,
-        install_signal_handlers=True,
+        install_signal_handlers=signals,
         listen_notify=True,
     )

@@ -12,7 +12,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from application.errors import IdempotencyConflict, SlugTaken, StorageUnavailable
+from application.errors import IdempotencyConflict, LeaseLost, SlugTaken, StorageUnavailable
 from application.ports.persistence import (
     AgentRepository,
     ApiKeyRepository,
@@ -209,6 +209,13 @@ class FakeThreads:
     async def save(self, thread: Thread) -> None:
         self.table.put(thread.id, thread)
 
+    async def advance(self, org_id: OrgId, thread_id: ThreadId, now: datetime) -> Thread | None:
+        thread = await self.get(org_id, thread_id)
+        if thread is None:
+            return None
+        self.table.put(thread_id, replace(thread, message_count=thread.message_count + 1, updated_at=now))
+        return thread
+
     async def delete(self, org_id: OrgId, thread_id: ThreadId) -> None:
         if await self.get(org_id, thread_id) is None:
             return
@@ -361,6 +368,8 @@ class FakeRuns:
         thread_id: ThreadId | None = None,
         agent_id: AgentId | None = None,
         status: RunStatus | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> Sequence[Run]:
         found = self.table.where(
             lambda r: (
@@ -368,6 +377,8 @@ class FakeRuns:
                 and (thread_id is None or r.thread_id == thread_id)
                 and (agent_id is None or r.agent_id == agent_id)
                 and (status is None or r.status is status)
+                and (created_after is None or r.created_at >= created_after)
+                and (created_before is None or r.created_at < created_before)
             )
         )
         return _page(found, lambda r: r.id, after, limit)
@@ -383,8 +394,17 @@ class FakeRuns:
         )
         return sorted(found, key=lambda r: r.id)[:limit]
 
+    async def claim(self, org_id: OrgId, run_id: RunId) -> Run | None:
+        found = await self.get(org_id, run_id)
+        if found is not None:
+            found.lease += 1
+            self.table.put(run_id, found)
+        return found
+
     async def save(self, run: Run) -> None:
         stored = self.table.get(run.id)
+        if stored is not None and stored.lease != run.lease:
+            raise LeaseLost(f"run {run.id} was taken over by another process")
         cancel_requested = stored.cancel_requested if stored is not None else run.cancel_requested
         self.table.put(run.id, replace(run, cancel_requested=cancel_requested))
 

@@ -6,6 +6,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from application.errors import LeaseLost
 from domain.ids import AgentId, OrgId, RunId, ThreadId
 from domain.run_events import RunEvent, RunEventType
 from domain.runs import (
@@ -20,6 +21,7 @@ from domain.runs import (
 from domain.usage import Usage
 from infrastructure.persistence.errors import refused
 from infrastructure.persistence.repositories._rows import utc, utc_required
+from infrastructure.persistence.run_holders import NOT_HELD_BY_A_LIVE_PROCESS, PROCESS_KEY
 from infrastructure.persistence.tables import run_events, runs
 from infrastructure.run_event_json import event_data, event_payload
 
@@ -71,11 +73,13 @@ def _to_entity(row: Any) -> Run:
         trace_id=row.trace_id,
         idempotency_key=row.idempotency_key,
         request_digest=row.request_digest,
+        instructions=row.instructions,
         cancel_requested=row.cancel_requested,
         created_at=utc_required(row.created_at),
         updated_at=utc_required(row.updated_at),
         started_at=utc(row.started_at),
         ended_at=utc(row.ended_at),
+        lease=row.lease,
     )
 
 
@@ -105,7 +109,8 @@ def _values(run: Run) -> dict[str, Any]:
 _WHERE = (runs.c.org_id == bindparam("p_org"), runs.c.id == bindparam("p_id"))
 _GET = select(runs).where(*_WHERE)
 _GET_FOR_UPDATE = _GET.with_for_update()
-_SAVE = update(runs).where(*_WHERE)
+_SAVE = update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease"))
+_CLAIM = update(runs).where(*_WHERE).values(lease=runs.c.lease + 1, holder=PROCESS_KEY).returning(*runs.c)
 _INSERT = insert(runs)
 _CANCEL_REQUESTED = select(runs.c.cancel_requested).where(*_WHERE)
 _ACTIVE_IN_THREAD = (
@@ -139,8 +144,11 @@ class SqlRunRepository:
             "parent_run_id": run.parent_run_id,
             "idempotency_key": run.idempotency_key,
             "request_digest": run.request_digest,
+            "instructions": run.instructions,
             "cancel_requested": run.cancel_requested,
             "created_at": run.created_at,
+            "lease": run.lease,
+            "holder": PROCESS_KEY,
         }
         try:
             await self._conn.execute(_INSERT, values)
@@ -150,6 +158,11 @@ class SqlRunRepository:
     async def get(self, org_id: OrgId, run_id: RunId, *, for_update: bool = False) -> Run | None:
         query = _GET_FOR_UPDATE if for_update else _GET
         row = (await self._conn.execute(query, {"p_org": org_id, "p_id": run_id})).first()
+        return _to_entity(row) if row else None
+
+    async def claim(self, org_id: OrgId, run_id: RunId) -> Run | None:
+        # One statement: the bump locks the row as SELECT ... FOR UPDATE would, and returns it.
+        row = (await self._conn.execute(_CLAIM, {"p_org": org_id, "p_id": run_id})).first()
         return _to_entity(row) if row else None
 
     async def find_by_idempotency_key(self, org_id: OrgId, key: str) -> Run | None:
@@ -166,8 +179,14 @@ class SqlRunRepository:
         thread_id: ThreadId | None = None,
         agent_id: AgentId | None = None,
         status: RunStatus | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> Sequence[Run]:
         query = select(runs).where(runs.c.org_id == org_id).order_by(runs.c.id).limit(limit)
+        if created_after is not None:
+            query = query.where(runs.c.created_at >= created_after)
+        if created_before is not None:
+            query = query.where(runs.c.created_at < created_before)
         if after is not None:
             query = query.where(runs.c.id > after)
         if thread_id is not None:
@@ -191,6 +210,8 @@ class SqlRunRepository:
         )
         if after is not None:
             query = query.where(runs.c.id > after)
+        if self._conn.dialect.name == "postgresql":  # several processes may share it: not the live ones' runs
+            query = query.where(NOT_HELD_BY_A_LIVE_PROCESS)
         return [_to_entity(row) for row in await self._conn.execute(query)]
 
     async def request_cancel(self, org_id: OrgId, run_id: RunId) -> None:
@@ -202,7 +223,12 @@ class SqlRunRepository:
         return bool((await self._conn.execute(_CANCEL_REQUESTED, {"p_org": org_id, "p_id": run_id})).scalar())
 
     async def save(self, run: Run) -> None:
-        await self._conn.execute(_SAVE, {"p_org": run.org_id, "p_id": run.id, **_values(run)})
+        # The lease check is part of the write: no read first, and the row stays locked until commit.
+        saved = await self._conn.execute(
+            _SAVE, {"p_org": run.org_id, "p_id": run.id, "p_lease": run.lease, **_values(run)}
+        )
+        if saved.rowcount == 0:
+            raise LeaseLost(f"run {run.id} was taken over by another process")
 
 
 class SqlRunEventRepository:

@@ -1,0 +1,59 @@
+"""SQLite: a write that must wait for another process's lock waits without holding up the process."""
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from infrastructure.persistence.engine import READ_ONLY, Database
+
+
+@pytest.fixture
+async def database(tmp_path: Path) -> AsyncIterator[Database]:
+    opened = Database(f"sqlite+aiosqlite:///{tmp_path}/locks.db")
+    async with opened.engine.begin() as connection:
+        await connection.execute(text("CREATE TABLE notes (body TEXT NOT NULL)"))
+    yield opened
+    await opened.dispose()
+
+
+async def _write(database: Database, body: str) -> None:
+    async with database.writing(), database.engine.connect() as connection:
+        await connection.begin()
+        await connection.execute(text("INSERT INTO notes VALUES (:body)"), {"body": body})
+        await connection.commit()
+
+
+async def _notes(database: Database) -> list[str]:
+    async with database.engine.connect() as connection:
+        await connection.execution_options(**{READ_ONLY: True})  # a snapshot, no write lock
+        return [row.body for row in await connection.execute(text("SELECT body FROM notes ORDER BY rowid"))]
+
+
+async def test_a_write_waits_for_another_process_lock_while_reads_go_on(database: Database, tmp_path: Path) -> None:
+    other = sqlite3.connect(tmp_path / "locks.db", isolation_level=None)  # as another process would
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO notes VALUES ('theirs')")
+    try:
+        writing = asyncio.create_task(_write(database, "ours"))
+        for _ in range(20):
+            await asyncio.sleep(0)  # let the write reach its BEGIN IMMEDIATE
+        assert not writing.done()
+        assert await _notes(database) == []  # a read goes on while the write waits
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    await writing
+    assert await _notes(database) == ["theirs", "ours"]
+
+
+async def test_a_failed_statement_leaves_the_connection_usable(database: Database) -> None:
+    async with database.engine.connect() as connection:
+        with pytest.raises(Exception, match="no such table"):
+            await connection.execute(text("SELECT * FROM missing"))
+        await connection.rollback()
+    await _write(database, "after")
+    assert await _notes(database) == ["after"]
