@@ -19,6 +19,8 @@ IMAGE_MIME_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/web
 
 
 class MessageRole(StrEnum):
+    """Who a message is from."""
+
     SYSTEM = "system"
     USER = "user"
     ASSISTANT = "assistant"

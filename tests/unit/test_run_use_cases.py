@@ -25,7 +25,7 @@ from domain.runs import ClientTool, PendingToolCall, Run, RunNotWaiting, RunStat
 from domain.threads import Thread
 from tests import builders
 from tests.unit.fakes.app import FakeApp, admin, member
-from tests.unit.fakes.ports import Hold, answer, call, calls
+from tests.unit.fakes.ports import Hold, RecordingExecutor, answer, call, calls
 
 
 @pytest.fixture
@@ -222,17 +222,43 @@ async def test_an_executing_run_is_asked_to_stop_and_its_executor_stops_it(app: 
     assert (await stored(app, run)).cancel_requested
 
 
-async def test_a_run_executing_elsewhere_is_marked_and_stops_at_its_next_step(app: FakeApp) -> None:
+class Elsewhere(RecordingExecutor):
+    """The executor of a run that executes in another process: cancelling it here lets its model answer."""
+
+    def __init__(self, hold: Hold) -> None:
+        super().__init__()
+        self.hold = hold
+
+    async def cancel(self, run_id: RunId) -> bool:
+        self.hold.release.set()
+        return False
+
+
+async def test_a_run_executing_elsewhere_stops_at_its_next_step_and_is_answered_cancelled(app: FakeApp) -> None:
     org, _, thread = await setup(app)
     run = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
     hold = Hold()
     app.model.then(hold, answer("late"))
     task = asyncio.create_task(app.execute_run().execute(org.id, run.id))
     await hold.received.wait()
-    marked = await cancel(app).execute(member(org), run.id)
+    cancelled = await CancelRun(app.uow, app.clock, app.bus, Elsewhere(hold)).execute(member(org), run.id)
+    assert status(cancelled) is RunStatus.CANCELLED  # answered once the run recorded its end
+    assert status(await task) is RunStatus.CANCELLED
+
+
+async def test_a_run_executing_elsewhere_that_does_not_end_in_time_is_answered_as_it_is(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    run = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
+    hold = Hold()
+    app.model.then(hold, answer("late"))
+    task = asyncio.create_task(app.execute_run().execute(org.id, run.id))
+    await hold.received.wait()
+    marked = await CancelRun(app.uow, app.clock, app.bus, app.executor, stop_wait_seconds=0).execute(
+        member(org), run.id
+    )
     assert status(marked) is RunStatus.IN_PROGRESS and marked.cancel_requested
     hold.release.set()
-    assert status(await task) is RunStatus.CANCELLED
+    assert status(await task) is RunStatus.CANCELLED  # at its next step
 
 
 async def test_another_organizations_run_cannot_be_cancelled(app: FakeApp) -> None:

@@ -78,3 +78,7 @@ class Tracer(Protocol):
     async def flush(self) -> None:
         """Send what is buffered (called at shutdown and by tests)."""
         ...
+
+    def trace_url(self, trace_id: str) -> str | None:
+        """Where a person sees the trace in the tracing backend's web app (None when tracing is off)."""
+        ...

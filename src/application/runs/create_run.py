@@ -99,7 +99,7 @@ class CreateRun:
             agent = await uow.agents.get(org_id, agent_id)
             if agent is None:
                 raise InvalidReference(f"agent {agent_id} not found")
-            await _check_client_tools(uow, agent, command.client_tools)
+            await check_client_tools(uow, agent, command.client_tools)
             active = await uow.runs.active_in_thread(org_id, thread.id)
             if active is not None:
                 raise ThreadBusy(f"the thread already has a {active.status.value} run ({active.id})")
@@ -118,7 +118,8 @@ class CreateRun:
         return queued
 
 
-async def _check_client_tools(uow: UnitOfWork, agent: Agent, client_tools: Sequence[ClientTool]) -> None:
+async def check_client_tools(uow: UnitOfWork, agent: Agent, client_tools: Sequence[ClientTool]) -> None:
+    """Client tools may not take the name of a tool the agent has."""
     if not client_tools:
         return
     subs = [sub for sub in [await uow.agents.get(agent.org_id, i) for i in agent.sub_agent_ids] if sub]

@@ -32,6 +32,11 @@ def _trace_input(history: Sequence[Message]) -> list[dict[str, Any]]:
     return [{"role": m.role.value, "content": m.text} for m in history[-TRACE_MESSAGES:]]
 
 
+def _instructions(agent: str, run: str | None) -> str:
+    """The agent's instructions, then the run's own (a client's system messages, for this run only)."""
+    return "\n\n".join(part for part in (agent.strip(), (run or "").strip()) if part)
+
+
 class ModelCall:
     def __init__(self, llm: LanguageModel, ids: IdGenerator, clock: Clock) -> None:
         self._llm, self._ids, self._clock = llm, ids, clock
@@ -53,7 +58,7 @@ class ModelCall:
 
         request = ModelRequest(
             model=agent.model,
-            instructions=agent.instructions,
+            instructions=_instructions(agent.instructions, state.run.instructions),
             messages=tuple(state.history),
             tools=state.tools.definitions(),
             settings=agent.model_settings,

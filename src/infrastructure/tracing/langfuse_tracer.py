@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import quote
 
 from langfuse import Langfuse, LangfuseGeneration, LangfuseSpan, propagate_attributes
 from opentelemetry import context as otel_context
@@ -193,6 +194,7 @@ class LangfuseTracer:
         flush_interval_seconds: float = 5.0,
     ) -> None:
         self._public_key = public_key
+        self._base_url = base_url.rstrip("/")
         self._closed = False
         self._provider: TracerProvider | None = None
         self._client: Langfuse | None = None
@@ -252,6 +254,12 @@ class LangfuseTracer:
         except Exception:
             logger.warning("tracing: could not start the trace of run %s", run_id, exc_info=True)
             return NoopRunTrace()
+
+    def trace_url(self, trace_id: str) -> str | None:
+        # Langfuse's web app answers /trace/<id> with a redirect to the trace in its project.
+        if self._client is None:
+            return None
+        return f"{self._base_url}/trace/{quote(trace_id, safe='')}"
 
     async def flush(self) -> None:
         client = self._client

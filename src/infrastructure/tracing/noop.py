@@ -66,5 +66,8 @@ class NoopTracer:
     async def flush(self) -> None:
         return None
 
+    def trace_url(self, trace_id: str) -> str | None:
+        return None
+
     async def shutdown(self) -> None:
         return None

@@ -217,6 +217,9 @@ class RecordingTracer:
     async def flush(self) -> None:
         pass
 
+    def trace_url(self, trace_id: str) -> str | None:
+        return f"https://traces.example/trace/{trace_id}"
+
     def of(self, run_id: RunId) -> RecordingTrace:
         return next(t for t in self.traces if t.run_id == str(run_id))
 

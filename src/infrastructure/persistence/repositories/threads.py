@@ -1,4 +1,5 @@
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, delete, insert, select, update
@@ -27,6 +28,12 @@ def _to_entity(row: Any) -> Thread:
 _GET = select(threads).where(threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_id"))
 _GET_FOR_UPDATE = _GET.with_for_update()
 _SAVE = update(threads).where(threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_id"))
+_ADVANCE = (
+    update(threads)
+    .where(threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_id"))
+    .values(message_count=threads.c.message_count + 1, updated_at=bindparam("p_now"))
+    .returning(*threads.c)
+)
 
 
 class SqlThreadRepository:
@@ -75,6 +82,15 @@ class SqlThreadRepository:
                 "updated_at": thread.updated_at,
             },
         )
+
+    async def advance(self, org_id: OrgId, thread_id: ThreadId, now: datetime) -> Thread | None:
+        # One statement: the update locks the row as SELECT ... FOR UPDATE would, and returns it.
+        row = (await self._conn.execute(_ADVANCE, {"p_org": org_id, "p_id": thread_id, "p_now": now})).first()
+        if row is None:
+            return None
+        thread = _to_entity(row)
+        thread.message_count -= 1  # as it was: the caller's Thread.append counts the message again
+        return thread
 
     async def delete(self, org_id: OrgId, thread_id: ThreadId) -> None:
         await self._conn.execute(delete(threads).where(threads.c.org_id == org_id, threads.c.id == thread_id))
