@@ -1,6 +1,6 @@
 """Errors the use cases raise. They carry no HTTP codes: the HTTP layer's error table maps them."""
 
-from domain.errors import DomainError
+from domain.errors import DomainError, InvalidValue
 
 
 class ApplicationError(DomainError):
@@ -38,6 +38,10 @@ class SlugTaken(Conflict):
 class StorageUnavailable(ApplicationError):
     """The database could not be reached, or could not carry out the work for operational reasons (connection
     lost or refused, timeout, too busy). Trying again later may succeed."""
+
+
+class LeaseLost(Conflict):
+    """Another process took over the run this one executes: this one's writes are refused, and it stops."""
 
 
 class NotAuthenticated(ApplicationError):
@@ -116,6 +120,14 @@ class ThreadBusy(Conflict):
     """The thread already has a run that is not finished."""
 
 
+class RunNotCompleted(ApplicationError):
+    """A client waited for a run's answer, and the run failed or was cancelled instead. `code` says why."""
+
+    def __init__(self, detail: str, code: str) -> None:
+        super().__init__(detail)
+        self.code = code
+
+
 class IdempotencyConflict(Conflict):
     """Another run already holds this idempotency key (raised by the repository, resolved by the use case)."""
 
@@ -158,3 +170,7 @@ class ModelNotConfigured(ModelError):
 
 class ToolFailure(ApplicationError):
     """A native tool could not do its work; `detail` is shown to the model."""
+
+
+class InvalidAgentFile(InvalidValue):
+    """A file that does not define an agent; `detail` lists every problem found, with its line."""

@@ -10,6 +10,8 @@ API_KEY_NAME_MAX = 200
 
 
 class Role(StrEnum):
+    """An API key's role: admins manage keys, integrations and templates, members use them."""
+
     ADMIN = "admin"
     MEMBER = "member"
 

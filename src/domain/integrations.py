@@ -23,24 +23,32 @@ _FORBIDDEN_HEADERS = frozenset({"host", "content-length", "content-type", "conne
 
 
 class Transport(StrEnum):
+    """How the MCP server is reached."""
+
     STREAMABLE_HTTP = "streamable_http"
     SSE = "sse"
     STDIO = "stdio"
 
 
 class AuthType(StrEnum):
+    """How the integration's credential is sent."""
+
     NONE = "none"
     BEARER = "bearer"
     HEADER = "header"
 
 
 class FilterMode(StrEnum):
+    """How an integration's tool filter applies its names."""
+
     ALL = "all"
     INCLUDE = "include"
     EXCLUDE = "exclude"
 
 
 class ConnectionStatus(StrEnum):
+    """Outcome of the last connection to the server."""
+
     UNKNOWN = "unknown"
     CONNECTED = "connected"
     FAILED = "failed"

@@ -23,6 +23,8 @@ ROLES = frozenset({"system", "developer", "user", "assistant"})
 
 
 class ArgumentType(StrEnum):
+    """The type of a prompt template argument: a string, or an array joined with commas."""
+
     STRING = "string"
     ARRAY = "array"
 

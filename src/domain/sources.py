@@ -14,12 +14,16 @@ PREVIEW_CHARS = 500
 
 
 class SourceKind(StrEnum):
+    """What a source holds: text, data (a table) or a blob."""
+
     TEXT = "text"
     DATA = "data"
     BLOB = "blob"
 
 
 class CreatedBy(StrEnum):
+    """Who imported a source."""
+
     USER = "user"
     LLM = "llm"
     SYSTEM = "system"

@@ -9,6 +9,8 @@ from domain.ids import OrgId
 
 
 class ToolType(StrEnum):
+    """The kind of a tool."""
+
     CODE_EXECUTION = "code_execution"
     WEBSITE_CONTENT = "website_content"
     SEND_EMAIL = "send_email"

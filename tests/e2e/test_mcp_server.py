@@ -123,6 +123,7 @@ async def test_tools_and_prompts_are_the_organizations_own(
             await session.get_prompt("brief-me", {})
 
 
+@pytest.mark.executors  # the run executes in the API process, its events on the executor's bus
 async def test_calling_an_agent_tool_runs_it_with_progress(
     client: httpx.AsyncClient, live_url: str, tenant: Tenant
 ) -> None:
@@ -145,6 +146,7 @@ async def test_calling_an_agent_tool_runs_it_with_progress(
     assert messages[0]["content"][0]["text"] == "Say hi to Ada"
 
 
+@pytest.mark.executors  # the run executes in the API process, its events on the executor's bus
 async def test_a_failed_run_is_an_error_result(client: httpx.AsyncClient, live_url: str, tenant: Tenant) -> None:
     await publish_agent(client, tenant, slug="no-model", model="gpt-unconfigured")
     async with mcp_client(live_url, tenant) as session:
@@ -209,6 +211,7 @@ async def test_arguments_complete_from_the_template_and_from_earlier_use(
     assert remembered.completion.values == ["Quarterly results", "Quantum computing"]
 
 
+@pytest.mark.executors  # the run executes in the API process, its events on the executor's bus
 async def test_a_client_that_cancels_cancels_the_run(
     client: httpx.AsyncClient, live_url: str, tenant: Tenant, openai: FakeOpenAI
 ) -> None:
@@ -225,6 +228,7 @@ async def test_a_client_that_cancels_cancels_the_run(
     assert (await settle(client, tenant, run["id"]))["status"] == "cancelled"
 
 
+@pytest.mark.executors  # the run executes in the API process, its events on the executor's bus
 async def test_a_published_agents_run_is_traced(
     client: httpx.AsyncClient, live_url: str, tenant: Tenant, traced: tuple[LangfuseTracer, OtlpReceiver]
 ) -> None:

@@ -12,6 +12,8 @@ from tests.conftest import Tenant
 from tests.e2e.runs import agent_and_thread, messages, settle, sse_events, start
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
 
+pytestmark = pytest.mark.executors
+
 LOCATE = {"name": "get_location", "description": "Where the user is", "parameters": {"type": "object"}}
 
 

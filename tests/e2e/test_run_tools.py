@@ -4,17 +4,22 @@ import asyncio
 from uuid import UUID
 
 import httpx
+import pytest
 from dependency_injector import providers
+from sqlalchemy import update
 
 from application.runs.recover_runs import RecoverRuns
 from domain.ids import OrgId, RunId
 from domain.runs import RunStatus
 from infrastructure.container import Container
+from infrastructure.persistence.tables import runs as runs_table
 from tests.conftest import Tenant, as_port
 from tests.e2e.runs import agent_and_thread, messages, settle, start
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
 from tests.mcp_servers import everything
+
+pytestmark = pytest.mark.executors
 
 
 async def test_an_agent_delegates_to_a_sub_agent_in_a_run_of_its_own(
@@ -132,6 +137,7 @@ async def test_a_run_uses_server_everything_over_stdio(
     assert "1. User: What's weather in Paris" in prompt["result"]
 
 
+@pytest.mark.executors("in_process")  # stops the executor of this process
 async def test_runs_in_flight_at_shutdown_are_marked_interrupted(
     client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, container: Container
 ) -> None:
@@ -162,6 +168,7 @@ class RecordingExecutor:
         return False
 
 
+@pytest.mark.executors("in_process")  # the start-up recovery of an in-process API
 async def test_at_start_queued_runs_resume_and_abandoned_ones_fail(
     client: httpx.AsyncClient, tenant: Tenant, container: Container
 ) -> None:
@@ -182,6 +189,9 @@ async def test_at_start_queued_runs_resume_and_abandoned_ones_fail(
         stored.start(stored.created_at)
         await uow.runs.save(stored)
         await uow.commit()
+    async with container.database().engine.begin() as connection:  # ... and no longer holds its runs
+        ids = [UUID(queued["id"]), UUID(abandoned["id"])]
+        await connection.execute(update(runs_table).where(runs_table.c.id.in_(ids)).values(holder=None))
     recorder = RecordingExecutor()
     recover = RecoverRuns(as_port(container.uow()), container.clock(), container.run_event_bus(), recorder)
     interrupted, resubmitted = await recover.execute()

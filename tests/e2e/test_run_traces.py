@@ -13,6 +13,8 @@ from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
 from tests.fakes.otlp_receiver import OtlpReceiver, ReceivedSpan
 
+pytestmark = pytest.mark.executors
+
 
 @dataclass
 class TracedRun:
@@ -124,3 +126,15 @@ async def test_a_collector_that_is_down_does_not_fail_runs(
     openai.reply_text("Fine anyway.")
     run = await settle(client, tenant, (await start(client, tenant, thread, input="hi"))["id"])
     assert run["status"] == "completed"
+
+
+async def test_a_run_links_to_its_trace_in_langfuse(
+    client: httpx.AsyncClient, tenant: Tenant, traced_run: TracedRun, traced: tuple[LangfuseTracer, OtlpReceiver]
+) -> None:
+    _tracer, receiver = traced
+    trace_url = f"{receiver.base_url}/trace/{traced_run.root.trace_id}"
+    assert traced_run.run["trace_url"] == trace_url
+    listed = (await client.get("/v1/runs", headers=tenant.admin)).json()["data"]
+    assert [run["trace_url"] for run in listed] == [trace_url]
+    documented = (await client.get("/openapi.json")).json()["components"]["schemas"]["RunOut"]["properties"]
+    assert "Langfuse" in documented["trace_url"]["description"]

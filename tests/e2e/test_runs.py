@@ -3,6 +3,7 @@ and real MCP servers."""
 
 import asyncio
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import httpx
@@ -13,6 +14,7 @@ from tests.e2e.runs import agent_and_thread, messages, settle, sse_events, start
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import ErrorReply, FakeOpenAI, FakeToolCall, HeldReply, ToolCallsReply
 
+pytestmark = pytest.mark.executors
 Json = dict[str, Any]
 
 
@@ -388,6 +390,59 @@ async def test_runs_are_filtered_by_agent_and_status(
     assert len(completed.json()["data"]) == 2
     failed = await client.get("/v1/runs", params={"status": "failed", "agent_id": agent_id}, headers=tenant.admin)
     assert failed.json()["data"] == []
+
+
+async def test_without_tracing_a_run_has_no_trace_link(
+    client: httpx.AsyncClient, tenant: Tenant, two_runs: TwoRuns
+) -> None:
+    run = (await client.get(f"/v1/runs/{two_runs.runs[0]['id']}", headers=tenant.admin)).json()
+    assert run["trace_id"] is None and run["trace_url"] is None
+
+
+async def test_runs_are_filtered_by_creation_time_page_by_page(
+    client: httpx.AsyncClient, tenant: Tenant, two_runs: TwoRuns
+) -> None:
+    third = await start(client, tenant, two_runs.thread, input="three")
+    await settle(client, tenant, third["id"])
+    first, second = two_runs.runs
+    ids = [r["id"] for r in (first, second, third)]
+    window = {"agent_id": two_runs.agent["id"], "status": "completed"}
+
+    async def listed(**params: Any) -> list[str]:
+        found: list[str] = []
+        cursor = None
+        while True:
+            page_params = {**window, **params, "limit": 1, **({"cursor": cursor} if cursor else {})}
+            page = await client.get("/v1/runs", params=page_params, headers=tenant.admin)
+            assert page.status_code == 200, page.text
+            found += [r["id"] for r in page.json()["data"]]
+            cursor = page.json()["next_cursor"]
+            if cursor is None:
+                return found
+
+    assert await listed(created_after=second["created_at"]) == ids[1:]
+    assert await listed(created_before=second["created_at"]) == ids[:1]
+    assert await listed(created_after=second["created_at"], created_before=third["created_at"]) == ids[1:2]
+    # The same instant written with another offset is the same bound.
+    shifted = datetime.fromisoformat(second["created_at"]).astimezone(timezone(timedelta(hours=-5))).isoformat()
+    assert await listed(created_after=shifted) == ids[1:]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"created_after": "yesterday"},
+        {"created_before": "2026-13-01T00:00:00Z"},
+        {"created_after": "2026-01-02T00:00:00Z", "created_before": "2026-01-01T00:00:00Z"},
+    ],
+    ids=["not a time", "no such month", "window ends before it starts"],
+)
+async def test_a_bad_creation_time_filter_is_refused(
+    client: httpx.AsyncClient, tenant: Tenant, params: dict[str, str]
+) -> None:
+    response = await client.get("/v1/runs", params=params, headers=tenant.admin)
+    assert response.status_code == 422, response.text
+    assert set(response.json()) == {"error", "detail"}
 
 
 async def test_an_unknown_status_filter_is_refused(client: httpx.AsyncClient, tenant: Tenant) -> None:

@@ -6,6 +6,8 @@ import pytest
 from tests.conftest import MakeTenant, Tenant
 from tests.fakes.mcp_server import FakeMcpServer
 
+pytestmark = pytest.mark.executors
+
 
 @pytest.fixture
 async def owned(

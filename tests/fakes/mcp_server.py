@@ -2,7 +2,8 @@
 
 It has small pages (so clients must follow cursors), text, CSV and blob resources, prompts with
 arguments, a tool that adds a tool and announces the change, a tool that never answers, and an
-optional bearer token it insists on.
+optional bearer token it insists on. With `announces_changes=False` it serves no change notifications
+(no `subscriptions/listen`): a client learns that it went away only when a request fails.
 """
 
 import asyncio
@@ -55,8 +56,11 @@ def _tool(name: str, description: str, properties: dict[str, Any] | None = None)
 class FakeMcpServer:
     """`async with FakeMcpServer(token="s3cret") as server:` then connect to `server.url`."""
 
-    def __init__(self, *, page_size: int = 2, token: str | None = None, list_ttl_ms: int = 0) -> None:
+    def __init__(
+        self, *, page_size: int = 2, token: str | None = None, list_ttl_ms: int = 0, announces_changes: bool = True
+    ) -> None:
         self.page_size = page_size
+        self.announces_changes = announces_changes
         self.token = token
         self.list_ttl_ms = list_ttl_ms
         self.methods: collections.Counter[str] = collections.Counter()
@@ -143,13 +147,13 @@ class FakeMcpServer:
         async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
             items = [types.Resource(uri=uri, name=name, mime_type=mime) for uri, (name, mime, _) in RESOURCES.items()]
             page, cursor = _page(items, params.cursor if params else None, self.page_size)
-            return types.ListResourcesResult(resources=page, next_cursor=cursor)
+            return types.ListResourcesResult(resources=page, next_cursor=cursor, ttl_ms=self.list_ttl_ms)
 
         async def list_templates(
             ctx: Any, params: types.PaginatedRequestParams | None
         ) -> types.ListResourceTemplatesResult:
             template = types.ResourceTemplate(uri_template="memo://items/{id}", name="Item", mime_type="text/plain")
-            return types.ListResourceTemplatesResult(resource_templates=[template])
+            return types.ListResourceTemplatesResult(resource_templates=[template], ttl_ms=self.list_ttl_ms)
 
         async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
             uri = str(params.uri)
@@ -171,7 +175,7 @@ class FakeMcpServer:
         async def list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
             items = [types.Prompt(name=n, description=d, arguments=a) for n, (d, a) in PROMPTS.items()]
             page, cursor = _page(items, params.cursor if params else None, self.page_size)
-            return types.ListPromptsResult(prompts=page, next_cursor=cursor)
+            return types.ListPromptsResult(prompts=page, next_cursor=cursor, ttl_ms=self.list_ttl_ms)
 
         async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
             args = params.arguments or {}
@@ -207,7 +211,7 @@ class FakeMcpServer:
             on_read_resource=read_resource,
             on_list_prompts=list_prompts,
             on_get_prompt=get_prompt,
-            on_subscriptions_listen=self._counted_listen,
+            on_subscriptions_listen=self._counted_listen if self.announces_changes else None,
         )
 
     def _guarded(self, app: ASGIApp) -> ASGIApp:
@@ -235,6 +239,10 @@ class FakeMcpServer:
             await app(scope, counting_receive, send)
 
         return guard
+
+    @property
+    def port(self) -> int:
+        return self._loopback.port
 
     async def __aenter__(self) -> "FakeMcpServer":
         self._loopback = LoopbackServer(self._guarded(self._mcp().streamable_http_app()))

@@ -324,7 +324,7 @@ async def test_a_connection_test_describes_the_server_and_records_success(app: F
     org = await app.organization()
     integration = await bearer(app, org, token="secret-token-1234")
     app.clock.advance(3)
-    result = await probe(app).execute(member(org), integration.id)
+    result = await probe(app).execute(admin(org), integration.id)
     assert result.server == SERVER and result.error is None
     saved = await stored(app, integration)
     assert (saved.connection_status, saved.last_error) == (ConnectionStatus.CONNECTED, None)
@@ -337,13 +337,23 @@ async def test_a_failed_connection_test_is_recorded_with_its_reason(app: FakeApp
     app.gateway = FakeGateway(failure=McpAuthFailed("the server refused the credentials"))
     org = await app.organization()
     integration = await app.integration(org)
-    result = await probe(app).execute(member(org), integration.id)
+    result = await probe(app).execute(admin(org), integration.id)
     assert result.server is None and isinstance(result.error, McpAuthFailed)
     saved = await stored(app, integration)
     assert (saved.connection_status, saved.last_error) == (
         ConnectionStatus.FAILED,
         "the server refused the credentials",
     )
+
+
+async def test_a_member_may_not_test_an_integration(app: FakeApp) -> None:
+    app.gateway = FakeGateway(server=SERVER)
+    org = await app.organization()
+    integration = await app.integration(org)
+    with pytest.raises(PermissionDenied):
+        await probe(app).execute(member(org), integration.id)
+    assert app.gateway.targets == []
+    assert (await stored(app, integration)).last_checked_at is None
 
 
 async def test_an_integration_of_another_organization_is_not_tested(app: FakeApp) -> None:

@@ -204,7 +204,8 @@ class ConnectionTest:
 
 
 class TestMcpIntegration:
-    """Connects to the server afresh, describes it, and records the outcome on the integration."""
+    """Connects to the server afresh, describes it, and records the outcome on the integration: an admin's
+    action, like every other change of an integration (it connects out and writes the integration's status)."""
 
     __test__ = False  # not a pytest test class
 
@@ -212,6 +213,7 @@ class TestMcpIntegration:
         self._uow, self._clock, self._secrets, self._gateway = uow, clock, secrets, gateway
 
     async def execute(self, caller: Caller, integration_id: IntegrationId) -> ConnectionTest:
+        caller.require_admin("test MCP integrations")
         async with self._uow.read_only() as uow:
             integration = await load_integration(uow, caller.org_id, integration_id)
         server: McpServerInfo | None = None

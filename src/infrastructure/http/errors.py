@@ -8,6 +8,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from application.errors import (
@@ -21,6 +22,7 @@ from application.errors import (
     NotAuthenticated,
     NotFound,
     PermissionDenied,
+    RunNotCompleted,
     StorageUnavailable,
     UrlNotAllowed,
 )
@@ -39,6 +41,7 @@ ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
     (Conflict, 409),
     (IllegalTransition, 409),
     (StorageUnavailable, 503),
+    (RunNotCompleted, 500),
     (McpTimeout, 504),
     (McpConnectionFailed, 502),
     (McpAuthFailed, 502),
@@ -62,15 +65,6 @@ class ErrorBody(BaseModel):
     detail: str = Field(description="What went wrong")
 
 
-STORAGE_ERRORS: dict[int | str, dict[str, Any]] = {
-    503: {
-        "model": ErrorBody,
-        "description": "StorageUnavailable: the database cannot be reached; try again after Retry-After seconds",
-        "headers": {"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}},
-    }
-}
-"""What routes that read or write the database may answer besides their own responses (in OpenAPI)."""
-
 _HTTP_NAMES = {
     400: "BadRequest",
     401: "NotAuthenticated",
@@ -88,18 +82,27 @@ def error_response(status: int, error: str, detail: str, headers: dict[str, str]
     return JSONResponse({"error": error, "detail": detail}, status_code=status, headers=headers)
 
 
+def status_for(error_type: type[DomainError]) -> int:
+    """The status the table gives errors of this class."""
+    return next(status for cls, status in ERROR_STATUS if issubclass(error_type, cls))
+
+
 def status_of(error: DomainError) -> int:
-    return next(status for cls, status in ERROR_STATUS if isinstance(error, cls))
+    return status_for(type(error))
+
+
+def error_headers(status: int) -> dict[str, str]:
+    """The headers an error of this status carries, whichever way its body is rendered."""
+    if status == 401:
+        return {"WWW-Authenticate": CHALLENGE}
+    if status == 503:
+        return {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    return {}
 
 
 def domain_error_response(error: DomainError) -> JSONResponse:
     status = status_of(error)
-    headers = None
-    if status == 401:
-        headers = {"WWW-Authenticate": CHALLENGE}
-    elif status == 503:
-        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
-    return error_response(status, type(error).__name__, error.detail, headers)
+    return error_response(status, type(error).__name__, error.detail, error_headers(status) or None)
 
 
 async def _domain_error(_request: Request, error: Exception) -> JSONResponse:
@@ -121,10 +124,26 @@ async def _validation_error(_request: Request, error: Exception) -> JSONResponse
     return error_response(422, "ValidationError", "; ".join(_describe(i) for i in issues[:10]))
 
 
-async def _http_error(_request: Request, error: Exception) -> JSONResponse:
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route answers at the request's path (a route only knows its own)."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+    ]
+
+
+async def _http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, StarletteHTTPException)
     name = _HTTP_NAMES.get(error.status_code, "HttpError")
-    return error_response(error.status_code, name, str(error.detail), dict(error.headers or {}))
+    headers = dict(error.headers or {})
+    if error.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
+    return error_response(error.status_code, name, str(error.detail), headers)
 
 
 def _internal_error() -> JSONResponse:

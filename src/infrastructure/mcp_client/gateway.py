@@ -6,7 +6,7 @@ from typing import Any, TypeVar
 
 from mcp import Client, StdioServerParameters
 
-from application.errors import InvalidReference, McpError
+from application.errors import InvalidReference, McpConnectionFailed, McpError
 from application.ports.mcp import (
     McpPromptInfo,
     McpResourceContent,
@@ -88,6 +88,21 @@ class SdkMcpGateway:
         return self._stdio(target)
 
     async def _run(
+        self, target: McpTarget, operation: Callable[[Client], Awaitable[T]], *, doing: str, idempotent: bool
+    ) -> T:
+        try:
+            return await self._attempt(target, operation, doing=doing, idempotent=idempotent)
+        except McpConnectionFailed:
+            # The server is unreachable: its cached catalogs must not offer its tools any longer. The next
+            # listing connects again, and fails (the integration is skipped, with a warning) until it is back.
+            self._cache.invalidate(target.integration_id)
+            logger.info(
+                "MCP server unreachable; its catalogs are dropped until it reconnects",
+                extra={"integration_id": str(target.integration_id)},
+            )
+            raise
+
+    async def _attempt(
         self, target: McpTarget, operation: Callable[[Client], Awaitable[T]], *, doing: str, idempotent: bool
     ) -> T:
         stdio = await self._check(target)

@@ -3,6 +3,8 @@
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import HTTPConnection
 from starlette.types import Receive, Scope, Send
@@ -25,9 +27,17 @@ def _header(scope: Scope, wanted: bytes) -> str | None:
     return None
 
 
+def _principal(caller: Caller) -> AuthenticatedUser:
+    """The caller as the SDK's session manager knows who opened a session: a session belongs to the API
+    key (of its organization) that opened it, and answers 404 to any other key, of any organization."""
+    key = str(caller.api_key_id)
+    return AuthenticatedUser(AccessToken(token=key, client_id=key, subject=str(caller.org_id), scopes=[]))
+
+
 class McpEndpoint:
     """An ASGI app: refuses requests without a valid API key (401 with a Bearer challenge), hands the
-    others, with their caller in the request state, to the MCP session manager."""
+    others, with their caller in the request state, to the MCP session manager. A session is bound to
+    the key that opened it: a request (POST, GET stream, DELETE) with another key gets 404."""
 
     def __init__(self, publishing: PublishingServer, authenticate: Authenticate, hosts: HostCheck) -> None:
         self._publishing = publishing
@@ -61,4 +71,5 @@ class McpEndpoint:
             await domain_error_response(error)(scope, receive, send)
             return
         scope.setdefault("state", {})["caller"] = caller
+        scope["user"] = _principal(caller)
         await self.manager.handle_request(scope, receive, send)

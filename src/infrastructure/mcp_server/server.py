@@ -10,7 +10,7 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server import Server
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, PromptsListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
@@ -28,8 +28,10 @@ from application.use_cases.mcp_publishing import (
     ToolAnswer,
     ToolCall,
 )
+from domain.errors import InvalidValue
 from domain.ids import OrgId
 from domain.mcp_prompts import PromptResult
+from infrastructure.http.text_guard import NUL_REFUSED, nul_location
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +99,25 @@ class _SessionProgress:
             logger.debug("could not send a progress notification", exc_info=True)
 
 
+def _invalid_params(method: str, detail: str) -> MCPError:
+    # The client's mistake, not the server's: said to the client, and logged without a traceback.
+    logger.info("MCP request refused: %s", detail, extra={"method": method})
+    return MCPError(types.INVALID_PARAMS, detail)
+
+
+async def refuse_bad_input(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: what the REST API answers with a 422 is a JSON-RPC invalid-params error here.
+    A NUL character anywhere in the parameters is refused before any handler sees them (the rule of
+    the REST API's text guard); a value an entity refuses (too long, say) is refused with its reason."""
+    where = nul_location(ctx.params or {}, ("params",))
+    if where is not None:
+        raise _invalid_params(ctx.method, f"{where}: {NUL_REFUSED}")
+    try:
+        return await call_next(ctx)
+    except InvalidValue as error:
+        raise _invalid_params(ctx.method, error.detail) from None
+
+
 class CatalogNotifier:
     """Who to tell, per organization, that its tools or prompts changed: clients listening on a
     subscription stream (2026-07-28 and later) and sessions of handshake-era clients."""
@@ -159,7 +180,7 @@ class PublishingServer:
         with warnings.catch_warnings():
             # Handshake-era clients (2025-11-25) still set a log level; the SDK warns that it is deprecated.
             warnings.simplefilter("ignore", MCPDeprecationWarning)
-            return Server(
+            server: Server[Lifespan] = Server(
                 SERVER_NAME,
                 version=SERVER_VERSION,
                 instructions=INSTRUCTIONS,
@@ -174,6 +195,8 @@ class PublishingServer:
                 on_subscriptions_listen=self.listen,
                 on_set_logging_level=self.set_logging_level,
             )
+        server.middleware.append(refuse_bad_input)
+        return server
 
     async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         caller = caller_of(ctx)

@@ -4,16 +4,18 @@ from uuid import UUID
 from dependency_injector.wiring import Provide, inject
 from fastapi import APIRouter, Depends
 
+from application.errors import ApiKeyNotFound, Conflict, PermissionDenied
 from application.pagination import PageRequest
 from application.use_cases.api_keys import CreateApiKey, ListApiKeys, RevokeApiKey
+from domain.errors import InvalidValue
 from domain.ids import ApiKeyId
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
-from infrastructure.http.errors import STORAGE_ERRORS
+from infrastructure.http.openapi import ApiRoute, errors
 from infrastructure.http.schemas.api_keys import ApiKeyCreate, ApiKeyOut, IssuedApiKeyOut
 from infrastructure.http.schemas.common import PageOut, page_request
 
-router = APIRouter(prefix="/v1/api-keys", tags=["api keys"], responses=STORAGE_ERRORS)
+router = APIRouter(prefix="/v1/api-keys", tags=["api keys"], route_class=ApiRoute)
 
 
 @router.post(
@@ -21,6 +23,7 @@ router = APIRouter(prefix="/v1/api-keys", tags=["api keys"], responses=STORAGE_E
     status_code=201,
     response_model=IssuedApiKeyOut,
     summary="Create a key (admin); its secret is shown once",
+    responses=errors(PermissionDenied, InvalidValue, Conflict),
 )
 @inject
 async def create_api_key(
@@ -31,7 +34,12 @@ async def create_api_key(
     return IssuedApiKeyOut.issued(await use_case.execute(body.to_command(caller)))
 
 
-@router.get("", response_model=PageOut[ApiKeyOut], summary="List the organization's keys (admin)")
+@router.get(
+    "",
+    response_model=PageOut[ApiKeyOut],
+    summary="List the organization's keys (admin)",
+    responses=errors(PermissionDenied),
+)
 @inject
 async def list_api_keys(
     caller: CallerDep,
@@ -42,7 +50,12 @@ async def list_api_keys(
     return PageOut[ApiKeyOut].model_validate(result)
 
 
-@router.post("/{key_id}/revoke", response_model=ApiKeyOut, summary="Revoke a key (admin)")
+@router.post(
+    "/{key_id}/revoke",
+    response_model=ApiKeyOut,
+    summary="Revoke a key (admin)",
+    responses=errors(PermissionDenied, ApiKeyNotFound, Conflict),
+)
 @inject
 async def revoke_api_key(
     key_id: UUID,

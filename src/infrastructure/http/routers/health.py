@@ -7,9 +7,11 @@ from fastapi.responses import JSONResponse
 from infrastructure.container import Container
 from infrastructure.execution.job_queue import QueueRunExecutor
 from infrastructure.http.errors import error_response
+from infrastructure.http.openapi import ApiRoute, errors
 from infrastructure.persistence.readiness import DatabaseReadiness
 
-router = APIRouter(tags=["health"])
+NOT_READY = ("NotReady", "The database cannot be reached or its schema is not current (or the job queue is down)")
+router = APIRouter(tags=["health"], route_class=ApiRoute)
 
 
 @router.get("/healthz", summary="The process is up")
@@ -20,6 +22,7 @@ async def healthz() -> dict[str, str]:
 @router.get(
     "/readyz",
     summary="The database answers and its schema is current; in worker mode, the job queue's state too",
+    responses=errors(also=[(503, NOT_READY)]),
 )
 @inject
 async def readyz(

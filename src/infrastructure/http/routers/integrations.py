@@ -4,6 +4,18 @@ from uuid import UUID
 from dependency_injector.wiring import Provide, inject
 from fastapi import APIRouter, Depends, Response
 
+from application.errors import (
+    Conflict,
+    InvalidReference,
+    McpIntegrationDisabled,
+    McpIntegrationNotFound,
+    McpPromptNotFound,
+    McpResourceNotFound,
+    McpToolNotFound,
+    PermissionDenied,
+    SlugTaken,
+    UrlNotAllowed,
+)
 from application.pagination import PageRequest
 from application.use_cases.integrations import (
     CreateMcpIntegration,
@@ -30,11 +42,12 @@ from application.use_cases.mcp_operations import (
     RetrieveMcpResource,
     RetrieveMcpResourceCommand,
 )
+from domain.errors import InvalidValue
 from domain.ids import IntegrationId, ThreadId
 from domain.integrations import IntegrationChanges
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
-from infrastructure.http.errors import STORAGE_ERRORS
+from infrastructure.http.openapi import MCP_SERVER, ApiRoute, errors
 from infrastructure.http.schemas.common import PageOut, page_request
 from infrastructure.http.schemas.integrations import (
     CatalogOut,
@@ -55,10 +68,16 @@ from infrastructure.http.schemas.integrations import (
 )
 from infrastructure.http.schemas.sources import ImportedResourceOut
 
-router = APIRouter(prefix="/v1/mcp-integrations", tags=["MCP integrations"], responses=STORAGE_ERRORS)
+router = APIRouter(prefix="/v1/mcp-integrations", tags=["MCP integrations"], route_class=ApiRoute)
 
 
-@router.post("", status_code=201, response_model=IntegrationOut, summary="Connect an MCP server (admin)")
+@router.post(
+    "",
+    status_code=201,
+    response_model=IntegrationOut,
+    summary="Connect an MCP server (admin)",
+    responses=errors(PermissionDenied, SlugTaken, InvalidReference, UrlNotAllowed, InvalidValue, Conflict),
+)
 @inject
 async def create_integration(
     body: IntegrationCreate,
@@ -79,7 +98,7 @@ async def list_integrations(
     return PageOut[IntegrationOut].model_validate(result)
 
 
-@router.get("/{integration_id}", response_model=IntegrationOut)
+@router.get("/{integration_id}", response_model=IntegrationOut, responses=errors(McpIntegrationNotFound))
 @inject
 async def get_integration(
     integration_id: UUID,
@@ -89,7 +108,14 @@ async def get_integration(
     return IntegrationOut.model_validate(await use_case.execute(caller, IntegrationId(integration_id)))
 
 
-@router.patch("/{integration_id}", response_model=IntegrationOut, summary="Change an integration (admin)")
+@router.patch(
+    "/{integration_id}",
+    response_model=IntegrationOut,
+    summary="Change an integration (admin)",
+    responses=errors(
+        PermissionDenied, McpIntegrationNotFound, SlugTaken, InvalidReference, UrlNotAllowed, InvalidValue, Conflict
+    ),
+)
 @inject
 async def update_integration(
     integration_id: UUID,
@@ -100,7 +126,12 @@ async def update_integration(
     return IntegrationOut.model_validate(await use_case.execute(body.to_command(caller, integration_id)))
 
 
-@router.post("/{integration_id}/enable", response_model=IntegrationOut, summary="Enable (admin)")
+@router.post(
+    "/{integration_id}/enable",
+    response_model=IntegrationOut,
+    summary="Enable (admin)",
+    responses=errors(PermissionDenied, McpIntegrationNotFound, Conflict),
+)
 @inject
 async def enable_integration(
     integration_id: UUID,
@@ -113,7 +144,12 @@ async def enable_integration(
     return IntegrationOut.model_validate(await use_case.execute(command))
 
 
-@router.post("/{integration_id}/disable", response_model=IntegrationOut, summary="Disable (admin)")
+@router.post(
+    "/{integration_id}/disable",
+    response_model=IntegrationOut,
+    summary="Disable (admin)",
+    responses=errors(PermissionDenied, McpIntegrationNotFound, Conflict),
+)
 @inject
 async def disable_integration(
     integration_id: UUID,
@@ -126,7 +162,13 @@ async def disable_integration(
     return IntegrationOut.model_validate(await use_case.execute(command))
 
 
-@router.delete("/{integration_id}", status_code=204, response_class=Response, summary="Delete (admin)")
+@router.delete(
+    "/{integration_id}",
+    status_code=204,
+    response_class=Response,
+    summary="Delete (admin)",
+    responses=errors(PermissionDenied, McpIntegrationNotFound, Conflict),
+)
 @inject
 async def delete_integration(
     integration_id: UUID,
@@ -137,7 +179,12 @@ async def delete_integration(
     return Response(status_code=204)
 
 
-@router.post("/{integration_id}/test", response_model=ConnectionTestOut, summary="Connect and describe the server")
+@router.post(
+    "/{integration_id}/test",
+    response_model=ConnectionTestOut,
+    summary="Connect and describe the server",
+    responses=errors(PermissionDenied, McpIntegrationNotFound, McpIntegrationDisabled, UrlNotAllowed, *MCP_SERVER),
+)
 @inject
 async def test_integration(
     integration_id: UUID,
@@ -147,7 +194,12 @@ async def test_integration(
     return ConnectionTestOut.of(await use_case.execute(caller, IntegrationId(integration_id)))
 
 
-@router.get("/{integration_id}/tools", response_model=CatalogOut[ToolOut], summary="Tools, after the tool filter")
+@router.get(
+    "/{integration_id}/tools",
+    response_model=CatalogOut[ToolOut],
+    summary="Tools, after the tool filter",
+    responses=errors(McpIntegrationNotFound, McpIntegrationDisabled, UrlNotAllowed, *MCP_SERVER),
+)
 @inject
 async def list_tools(
     integration_id: UUID,
@@ -157,7 +209,11 @@ async def list_tools(
     return CatalogOut[ToolOut].model_validate({"data": await use_case.execute(caller, IntegrationId(integration_id))})
 
 
-@router.get("/{integration_id}/resources", response_model=CatalogOut[ResourceOut])
+@router.get(
+    "/{integration_id}/resources",
+    response_model=CatalogOut[ResourceOut],
+    responses=errors(McpIntegrationNotFound, McpIntegrationDisabled, UrlNotAllowed, *MCP_SERVER),
+)
 @inject
 async def list_resources(
     integration_id: UUID,
@@ -168,7 +224,11 @@ async def list_resources(
     return CatalogOut[ResourceOut].model_validate({"data": items})
 
 
-@router.get("/{integration_id}/resource-templates", response_model=CatalogOut[ResourceTemplateOut])
+@router.get(
+    "/{integration_id}/resource-templates",
+    response_model=CatalogOut[ResourceTemplateOut],
+    responses=errors(McpIntegrationNotFound, McpIntegrationDisabled, UrlNotAllowed, *MCP_SERVER),
+)
 @inject
 async def list_resource_templates(
     integration_id: UUID,
@@ -179,7 +239,11 @@ async def list_resource_templates(
     return CatalogOut[ResourceTemplateOut].model_validate({"data": items})
 
 
-@router.get("/{integration_id}/prompts", response_model=CatalogOut[PromptOut])
+@router.get(
+    "/{integration_id}/prompts",
+    response_model=CatalogOut[PromptOut],
+    responses=errors(McpIntegrationNotFound, McpIntegrationDisabled, UrlNotAllowed, *MCP_SERVER),
+)
 @inject
 async def list_prompts(
     integration_id: UUID,
@@ -189,7 +253,14 @@ async def list_prompts(
     return CatalogOut[PromptOut].model_validate({"data": await use_case.execute(caller, IntegrationId(integration_id))})
 
 
-@router.post("/{integration_id}/tools/{tool_name}/call", response_model=ToolCallOut, summary="Call a tool")
+@router.post(
+    "/{integration_id}/tools/{tool_name}/call",
+    response_model=ToolCallOut,
+    summary="Call a tool",
+    responses=errors(
+        McpIntegrationNotFound, McpToolNotFound, McpIntegrationDisabled, UrlNotAllowed, InvalidValue, *MCP_SERVER
+    ),
+)
 @inject
 async def call_tool(
     integration_id: UUID,
@@ -211,6 +282,16 @@ async def call_tool(
     "/{integration_id}/resources/read",
     response_model=CatalogOut[ResourceContentOut] | ImportedResourceOut,
     summary="Read a resource, or import it as a source of a thread",
+    responses=errors(
+        McpIntegrationNotFound,
+        McpResourceNotFound,
+        McpIntegrationDisabled,
+        UrlNotAllowed,
+        InvalidReference,
+        InvalidValue,
+        Conflict,
+        *MCP_SERVER,
+    ),
 )
 @inject
 async def read_resource(
@@ -232,7 +313,14 @@ async def read_resource(
     return CatalogOut[ResourceContentOut].model_validate({"data": await read.execute(query)})
 
 
-@router.post("/{integration_id}/prompts/{prompt_name}/get", response_model=PromptResultOut, summary="Get a prompt")
+@router.post(
+    "/{integration_id}/prompts/{prompt_name}/get",
+    response_model=PromptResultOut,
+    summary="Get a prompt",
+    responses=errors(
+        McpIntegrationNotFound, McpPromptNotFound, McpIntegrationDisabled, UrlNotAllowed, InvalidValue, *MCP_SERVER
+    ),
+)
 @inject
 async def get_prompt(
     integration_id: UUID,

@@ -6,10 +6,10 @@ from fastapi import APIRouter, Depends
 from application.use_cases.organizations import GetMe
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
-from infrastructure.http.errors import STORAGE_ERRORS
+from infrastructure.http.openapi import ApiRoute
 from infrastructure.http.schemas.organizations import MeOut
 
-router = APIRouter(prefix="/v1", tags=["organization"], responses=STORAGE_ERRORS)
+router = APIRouter(prefix="/v1", tags=["organization"], route_class=ApiRoute)
 
 
 @router.get("/me", response_model=MeOut, summary="The caller's organization and role")

@@ -1,6 +1,7 @@
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
+from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
@@ -9,21 +10,24 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from application.caller import Caller
+from application.errors import Conflict, IdempotencyKeyReused, InvalidReference, RunNotFound, ThreadBusy, ThreadNotFound
 from application.pagination import POSITION_MAX, PageRequest
+from application.ports.tracing import Tracer
 from application.runs.cancel_run import CancelRun
 from application.runs.create_run import CreateRun
 from application.runs.follow_run import FollowRun, RunFollower
 from application.runs.queries import GetRun, ListRuns, RunFilter
 from application.runs.submit_tool_results import SubmitToolResults
+from domain.errors import IllegalTransition, InvalidValue
 from domain.ids import AgentId, RunId, ThreadId
-from domain.runs import RunStatus
+from domain.runs import Run, RunNotWaiting, RunStatus
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
-from infrastructure.http.errors import STORAGE_ERRORS
+from infrastructure.http.openapi import ApiRoute, errors
 from infrastructure.http.schemas.common import PageOut, page_request
 from infrastructure.http.schemas.runs import RunCreate, RunOut, ToolResultsIn, sse_frame
 
-router = APIRouter(prefix="/v1", tags=["runs"], responses=STORAGE_ERRORS)
+router = APIRouter(prefix="/v1", tags=["runs"], route_class=ApiRoute)
 HEARTBEAT_SECONDS = 15.0
 SSE = {
     "description": "With `stream: true`: a text/event-stream of run events",
@@ -38,6 +42,8 @@ def _stopping(request: Request) -> asyncio.Event:
 
 
 StoppingDep = Annotated[asyncio.Event, Depends(_stopping)]
+TracerDep = Annotated[Tracer, Depends(Provide[Container.tracer])]
+"""Gives each run its `trace_url` (the tracer knows where its backend shows a trace)."""
 
 
 async def _stream(following: AbstractAsyncContextManager[RunFollower], stopping: asyncio.Event) -> AsyncIterator[str]:
@@ -53,9 +59,10 @@ async def _event_stream(
     stopping: asyncio.Event,
     after_seq: int = 0,
     status_code: int = 200,
+    created: Run | None = None,
 ) -> StreamingResponse:
     # Subscribed before the response starts, so no event published from here on is missed.
-    following = await follow.execute(caller, run_id, after_seq)
+    following = await follow.execute(caller, run_id, after_seq, created=created)
     return StreamingResponse(
         _stream(following, stopping),
         status_code=status_code,
@@ -68,7 +75,11 @@ async def _event_stream(
     "/threads/{thread_id}/runs",
     status_code=201,
     response_model=RunOut,
-    responses={200: {"description": "The run this idempotency key already started"}, 201: SSE},
+    responses={
+        200: {"description": "The run this idempotency key already started"},
+        201: SSE,
+        **errors(ThreadNotFound, InvalidReference, InvalidValue, ThreadBusy, IdempotencyKeyReused, Conflict),
+    },
     summary="Run an agent on the thread",
 )
 @inject
@@ -76,6 +87,7 @@ async def create_run(
     thread_id: UUID,
     body: RunCreate,
     caller: CallerDep,
+    tracer: TracerDep,
     response: Response,
     use_case: Annotated[CreateRun, Depends(Provide[Container.create_run])],
     follow: Annotated[FollowRun, Depends(Provide[Container.follow_run])],
@@ -84,57 +96,81 @@ async def create_run(
     created = await use_case.execute(body.to_command(caller, thread_id))
     if body.stream:
         status_code = 201 if created.created else 200
-        return await _event_stream(follow, caller, created.run.id, stopping, status_code=status_code)
+        run = created.run if created.created else None
+        return await _event_stream(follow, caller, created.run.id, stopping, status_code=status_code, created=run)
     if not created.created:
         response.status_code = 200
-    return RunOut.model_validate(created.run)
+    return RunOut.model_validate(created.run, context=tracer)
 
 
-@router.get("/threads/{thread_id}/runs", response_model=PageOut[RunOut], summary="The thread's runs")
+@router.get(
+    "/threads/{thread_id}/runs",
+    response_model=PageOut[RunOut],
+    summary="The thread's runs",
+    responses=errors(ThreadNotFound),
+)
 @inject
 async def list_thread_runs(
     thread_id: UUID,
     caller: CallerDep,
+    tracer: TracerDep,
     page: Annotated[PageRequest, Depends(page_request)],
     use_case: Annotated[ListRuns, Depends(Provide[Container.list_runs])],
 ) -> PageOut[RunOut]:
     result = await use_case.execute(caller, page, RunFilter(thread_id=ThreadId(thread_id)))
-    return PageOut[RunOut].model_validate(result)
+    return PageOut[RunOut].model_validate(result, context=tracer)
 
 
-@router.get("/runs", response_model=PageOut[RunOut], summary="The organization's runs")
+@router.get(
+    "/runs",
+    response_model=PageOut[RunOut],
+    summary="The organization's runs",
+    responses=errors(ThreadNotFound, InvalidValue),
+)
 @inject
 async def list_runs(
     caller: CallerDep,
+    tracer: TracerDep,
     page: Annotated[PageRequest, Depends(page_request)],
     use_case: Annotated[ListRuns, Depends(Provide[Container.list_runs])],
     agent_id: UUID | None = None,
     thread_id: UUID | None = None,
     status: RunStatus | None = None,
+    created_after: Annotated[
+        datetime | None,
+        Query(description="Runs created at or after this time (ISO 8601, e.g. 2026-11-23T09:00:00Z; no offset: UTC)"),
+    ] = None,
+    created_before: Annotated[
+        datetime | None,
+        Query(description="Runs created before this time (ISO 8601; no offset: UTC); later than created_after"),
+    ] = None,
 ) -> PageOut[RunOut]:
     filters = RunFilter(
         agent_id=AgentId(agent_id) if agent_id else None,
         thread_id=ThreadId(thread_id) if thread_id else None,
         status=status,
+        created_after=created_after,
+        created_before=created_before,
     )
     result = await use_case.execute(caller, page, filters)
-    return PageOut[RunOut].model_validate(result)
+    return PageOut[RunOut].model_validate(result, context=tracer)
 
 
-@router.get("/runs/{run_id}", response_model=RunOut)
+@router.get("/runs/{run_id}", response_model=RunOut, responses=errors(RunNotFound))
 @inject
 async def get_run(
     run_id: UUID,
     caller: CallerDep,
+    tracer: TracerDep,
     use_case: Annotated[GetRun, Depends(Provide[Container.get_run])],
 ) -> RunOut:
-    return RunOut.model_validate(await use_case.execute(caller, RunId(run_id)))
+    return RunOut.model_validate(await use_case.execute(caller, RunId(run_id)), context=tracer)
 
 
 @router.get(
     "/runs/{run_id}/events",
     response_class=StreamingResponse,
-    responses={200: SSE},
+    responses={200: SSE, **errors(RunNotFound)},
     summary="Server-Sent Events: what happened so far, then live, until the run ends or waits",
 )
 @inject
@@ -151,20 +187,26 @@ async def run_events(
     return await _event_stream(follow, caller, RunId(run_id), stopping, max(after, last_event_id or 0))
 
 
-@router.post("/runs/{run_id}/cancel", response_model=RunOut, summary="Cancel a run")
+@router.post(
+    "/runs/{run_id}/cancel",
+    response_model=RunOut,
+    summary="Cancel a run",
+    responses=errors(RunNotFound, IllegalTransition, Conflict),
+)
 @inject
 async def cancel_run(
     run_id: UUID,
     caller: CallerDep,
+    tracer: TracerDep,
     use_case: Annotated[CancelRun, Depends(Provide[Container.cancel_run])],
 ) -> RunOut:
-    return RunOut.model_validate(await use_case.execute(caller, RunId(run_id)))
+    return RunOut.model_validate(await use_case.execute(caller, RunId(run_id)), context=tracer)
 
 
 @router.post(
     "/runs/{run_id}/tool-results",
     response_model=RunOut,
-    responses={200: SSE},
+    responses={200: SSE, **errors(RunNotFound, RunNotWaiting, InvalidValue, Conflict)},
     summary="Results of the client tool calls the run waits for; the run goes on",
 )
 @inject
@@ -172,6 +214,7 @@ async def submit_tool_results(
     run_id: UUID,
     body: ToolResultsIn,
     caller: CallerDep,
+    tracer: TracerDep,
     use_case: Annotated[SubmitToolResults, Depends(Provide[Container.submit_tool_results])],
     follow: Annotated[FollowRun, Depends(Provide[Container.follow_run])],
     stopping: StoppingDep,
@@ -179,4 +222,4 @@ async def submit_tool_results(
     run = await use_case.execute(body.to_command(caller, run_id))
     if body.stream:
         return await _event_stream(follow, caller, run.id, stopping)
-    return RunOut.model_validate(run)
+    return RunOut.model_validate(run, context=tracer)

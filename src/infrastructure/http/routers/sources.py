@@ -4,19 +4,20 @@ from uuid import UUID
 from dependency_injector.wiring import Provide, inject
 from fastapi import APIRouter, Depends, Response
 
+from application.errors import AgentNotFound, SourceNotFound, ThreadNotFound
 from application.pagination import PageRequest
 from application.use_cases.sources import GetSource, ListSources
 from domain.ids import AgentId, SourceId, ThreadId
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
-from infrastructure.http.errors import STORAGE_ERRORS
+from infrastructure.http.openapi import ApiRoute, errors
 from infrastructure.http.schemas.common import PageOut, page_request
 from infrastructure.http.schemas.sources import SourceOut, SourceSummaryOut
 
-router = APIRouter(prefix="/v1", tags=["sources"], responses=STORAGE_ERRORS)
+router = APIRouter(prefix="/v1", tags=["sources"], route_class=ApiRoute)
 
 
-@router.get("/threads/{thread_id}/sources", response_model=PageOut[SourceSummaryOut])
+@router.get("/threads/{thread_id}/sources", response_model=PageOut[SourceSummaryOut], responses=errors(ThreadNotFound))
 @inject
 async def list_thread_sources(
     thread_id: UUID,
@@ -28,7 +29,7 @@ async def list_thread_sources(
     return PageOut[SourceSummaryOut].model_validate(result)
 
 
-@router.get("/agents/{agent_id}/sources", response_model=PageOut[SourceSummaryOut])
+@router.get("/agents/{agent_id}/sources", response_model=PageOut[SourceSummaryOut], responses=errors(AgentNotFound))
 @inject
 async def list_agent_sources(
     agent_id: UUID,
@@ -40,7 +41,12 @@ async def list_agent_sources(
     return PageOut[SourceSummaryOut].model_validate(result)
 
 
-@router.get("/sources/{source_id}", response_model=SourceOut, summary="A source with its text or table content")
+@router.get(
+    "/sources/{source_id}",
+    response_model=SourceOut,
+    summary="A source with its text or table content",
+    responses=errors(SourceNotFound),
+)
 @inject
 async def get_source(
     source_id: UUID,
@@ -50,7 +56,11 @@ async def get_source(
     return SourceOut.model_validate(await use_case.execute(caller, SourceId(source_id)))
 
 
-@router.get("/sources/{source_id}/content", summary="Download a source's content with its mime type")
+@router.get(
+    "/sources/{source_id}/content",
+    summary="Download a source's content with its mime type",
+    responses=errors(SourceNotFound),
+)
 @inject
 async def get_source_content(
     source_id: UUID,

@@ -4,6 +4,7 @@ from uuid import UUID
 from dependency_injector.wiring import Provide, inject
 from fastapi import APIRouter, Depends, Query, Response
 
+from application.errors import Conflict, InvalidReference, ThreadBusy, ThreadNotFound
 from application.pagination import PageRequest
 from application.use_cases.threads import (
     AppendUserMessage,
@@ -14,17 +15,18 @@ from application.use_cases.threads import (
     ListMessages,
     ListThreads,
 )
+from domain.errors import InvalidValue
 from domain.ids import AgentId, ThreadId
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
-from infrastructure.http.errors import STORAGE_ERRORS
+from infrastructure.http.openapi import ApiRoute, errors
 from infrastructure.http.schemas.common import PageOut, page_request
 from infrastructure.http.schemas.threads import MessageCreate, MessageOut, ThreadCreate, ThreadOut
 
-router = APIRouter(prefix="/v1/threads", tags=["threads"], responses=STORAGE_ERRORS)
+router = APIRouter(prefix="/v1/threads", tags=["threads"], route_class=ApiRoute)
 
 
-@router.post("", status_code=201, response_model=ThreadOut)
+@router.post("", status_code=201, response_model=ThreadOut, responses=errors(InvalidReference, InvalidValue, Conflict))
 @inject
 async def create_thread(
     body: ThreadCreate,
@@ -46,7 +48,7 @@ async def list_threads(
     return PageOut[ThreadOut].model_validate(result)
 
 
-@router.get("/{thread_id}", response_model=ThreadOut)
+@router.get("/{thread_id}", response_model=ThreadOut, responses=errors(ThreadNotFound))
 @inject
 async def get_thread(
     thread_id: UUID,
@@ -56,7 +58,13 @@ async def get_thread(
     return ThreadOut.model_validate(await use_case.execute(caller, ThreadId(thread_id)))
 
 
-@router.delete("/{thread_id}", status_code=204, response_class=Response, summary="Delete a thread and its messages")
+@router.delete(
+    "/{thread_id}",
+    status_code=204,
+    response_class=Response,
+    summary="Delete a thread and its messages",
+    responses=errors(ThreadNotFound, ThreadBusy, Conflict),
+)
 @inject
 async def delete_thread(
     thread_id: UUID,
@@ -67,7 +75,13 @@ async def delete_thread(
     return Response(status_code=204)
 
 
-@router.post("/{thread_id}/messages", status_code=201, response_model=MessageOut, summary="Append a user message")
+@router.post(
+    "/{thread_id}/messages",
+    status_code=201,
+    response_model=MessageOut,
+    summary="Append a user message",
+    responses=errors(ThreadNotFound, ThreadBusy, InvalidValue, Conflict),
+)
 @inject
 async def append_message(
     thread_id: UUID,
@@ -79,7 +93,12 @@ async def append_message(
     return MessageOut.model_validate(await use_case.execute(command))
 
 
-@router.get("/{thread_id}/messages", response_model=PageOut[MessageOut], summary="Messages in the order appended")
+@router.get(
+    "/{thread_id}/messages",
+    response_model=PageOut[MessageOut],
+    summary="Messages in the order appended",
+    responses=errors(ThreadNotFound),
+)
 @inject
 async def list_messages(
     thread_id: UUID,

@@ -6,10 +6,10 @@ from fastapi import APIRouter, Depends
 from application.use_cases.native_tools import ListNativeTools
 from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
-from infrastructure.http.errors import STORAGE_ERRORS
+from infrastructure.http.openapi import ApiRoute
 from infrastructure.http.schemas.tools import NativeToolOut
 
-router = APIRouter(prefix="/v1/tools", tags=["tools"], responses=STORAGE_ERRORS)
+router = APIRouter(prefix="/v1/tools", tags=["tools"], route_class=ApiRoute)
 
 
 @router.get("", response_model=list[NativeToolOut], summary="Native tool types an agent may reference")

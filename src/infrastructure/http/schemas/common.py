@@ -26,7 +26,7 @@ class RequestModel(BaseModel):
     """Bodies sent to us: unknown fields are refused, and so is text holding a NUL character anywhere
     (keys and values, free-form JSON included)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -52,12 +52,20 @@ class ResponseModel(BaseModel):
     """Bodies we answer: read from the attributes of entities and results (`model_validate(entity)`)."""
 
     model_config = ConfigDict(
-        from_attributes=True, validate_by_name=True, json_schema_serialization_defaults_required=True
+        from_attributes=True,
+        validate_by_name=True,
+        json_schema_serialization_defaults_required=True,
+        use_attribute_docstrings=True,
     )
 
 
 class PageOut(ResponseModel, Generic[T]):
+    """One page of a list, oldest first."""
+
+    # A parametrized generic (PageOut[AgentOut]) does not take the docstring into its schema; the config it keeps.
+    model_config = ConfigDict(json_schema_extra={"description": "One page of a list, oldest first."})
     data: list[T] = Field(validation_alias=AliasChoices("data", "items"))
+    """The items of this page"""
     next_cursor: str | None = Field(description="Pass as `cursor` to get the next page; null on the last page")
 
 

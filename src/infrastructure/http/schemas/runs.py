@@ -1,9 +1,18 @@
 import json
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol, Self, runtime_checkable
 from uuid import UUID
 
-from pydantic import AliasChoices, Field, StrictBool, StringConstraints, field_validator
+from pydantic import (
+    AliasChoices,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from application.caller import Caller
 from application.runs.create_run import INPUT_MAX, CreateRunCommand
@@ -18,8 +27,12 @@ ToolName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern
 
 
 class ClientToolIn(RequestModel):
+    """A tool your client executes: the run pauses in requires_action when the model calls it."""
+
     name: ToolName
+    """The function name the model sees"""
     description: Annotated[str, StringConstraints(max_length=4_000, strict=True)] = ""
+    """What the tool does, as the model reads it"""
     parameters: dict[str, Any] = Field(
         default_factory=lambda: {"type": "object", "properties": {}},
         description="JSON Schema of the arguments",
@@ -27,6 +40,10 @@ class ClientToolIn(RequestModel):
 
 
 class RunCreate(RequestModel):
+    """A run of an agent on the thread."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"input": "What do my sources say about refunds?"}]})
+
     agent_id: UUID | None = Field(default=None, description="The agent that answers; the thread's agent if absent")
     input: Annotated[str, StringConstraints(min_length=1, max_length=INPUT_MAX, strict=True)] | None = Field(
         default=None, description="Appended to the thread as a user message first"
@@ -34,6 +51,7 @@ class RunCreate(RequestModel):
     tools: list[ClientToolIn] = Field(default_factory=list, max_length=64, description="Tools your client executes")
     stream: StrictBool = Field(default=False, description="Answer with a Server-Sent Events stream of run events")
     idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=IDEMPOTENCY_KEY_MAX)] | None = None
+    """The same key returns the same run (200) instead of starting another"""
 
     def to_command(self, caller: Caller, thread_id: UUID) -> CreateRunCommand:
         return CreateRunCommand(
@@ -49,14 +67,27 @@ class RunCreate(RequestModel):
 
 
 class ToolResultIn(RequestModel):
+    """The result of one client tool call."""
+
     tool_use_id: Annotated[str, StringConstraints(min_length=1, max_length=200, strict=True)]
+    """The call's `tool_call_id`"""
     result: Annotated[str, StringConstraints(max_length=1_000_000, strict=True)]
+    """The result, as the model will read it"""
     is_error: StrictBool = False
+    """Whether the tool failed"""
 
 
 class ToolResultsIn(RequestModel):
+    """Results of the client tool calls a run waits for."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"tool_results": [{"tool_use_id": "call_1", "result": "42"}]}]}
+    )
+
     tool_results: list[ToolResultIn] = Field(min_length=1, max_length=64)
+    """One result per call"""
     stream: StrictBool = False
+    """Answer with a Server-Sent Events stream of the run's further events"""
 
     def to_command(self, caller: Caller, run_id: UUID) -> SubmitToolResultsCommand:
         return SubmitToolResultsCommand(
@@ -69,10 +100,20 @@ class ToolResultsIn(RequestModel):
         )
 
 
+@runtime_checkable
+class TraceLinks(Protocol):
+    def trace_url(self, trace_id: str) -> str | None: ...
+
+
 class UsageOut(ResponseModel):
+    """Tokens used by model calls."""
+
     input_tokens: int
+    """Tokens sent to the model"""
     output_tokens: int
+    """Tokens the model wrote"""
     total_tokens: int
+    """Both added up"""
 
 
 CallId = Annotated[
@@ -85,65 +126,130 @@ CallId = Annotated[
 
 
 class StepToolCallOut(ResponseModel):
+    """A tool call the model made in a step."""
+
     tool_call_id: CallId
+    """The call's id"""
     name: str
+    """The tool's name"""
     type: str
+    """The tool's kind: a native type, `mcp_tool`, `agent`, `client`..."""
     is_error: bool
+    """Whether the call failed"""
     pending: bool
+    """Whether its result is still awaited (a client tool)"""
 
 
 class StepOut(ResponseModel):
+    """One model call of a run, and the tool calls it asked for."""
+
     number: int
+    """1 for the first model call, then counting up"""
     model: str
+    """The model that answered"""
     usage: UsageOut
+    """Tokens of this call"""
     finish_reason: str | None
+    """Why the model stopped (`stop`, `tool_calls`, `length`...)"""
     started_at: datetime
+    """When the call began"""
     completed_at: datetime
+    """When the model answered"""
     tool_calls: list[StepToolCallOut]
+    """The tool calls it asked for"""
 
 
 class PendingCallOut(ResponseModel):
+    """A client tool call the run waits for."""
+
     tool_call_id: CallId
+    """Send its result with this id"""
     name: str
+    """The tool's name"""
     type: str
+    """The tool's kind (`client`, or a displayable native tool)"""
     arguments: dict[str, Any]
+    """The arguments the model sent"""
 
 
 class RequiredActionOut(ResponseModel):
+    """What the run waits for from the client."""
+
     type: str = "submit_tool_results"
+    """Always `submit_tool_results`"""
     tool_calls: list[PendingCallOut]
+    """The calls to answer"""
 
 
 class RunErrorOut(ResponseModel):
+    """Why a run failed."""
+
     code: str
+    """A stable code: model_unavailable, max_steps_exceeded, interrupted..."""
     message: str
+    """What happened"""
 
 
 class ClientToolOut(ResponseModel):
+    """A tool the client executes, as given when the run was created."""
+
     name: str
+    """The function name the model sees"""
     description: str
+    """What the tool does"""
     parameters: dict[str, Any] = Field(description="JSON Schema of the arguments")
 
 
 class RunOut(ResponseModel):
+    """A run: one execution of an agent on a thread."""
+
     id: UUID
+    """The run's id"""
     thread_id: UUID
+    """Its thread"""
     agent_id: UUID
+    """The agent that answers"""
     parent_run_id: UUID | None
+    """The run that handed work to this one (sub-agents)"""
     status: RunStatus
+    """Where it is: queued, in_progress, requires_action, completed, failed, cancelled, expired"""
     required_action: RequiredActionOut | None = Field(description="The client tool calls the run waits for")
     steps: list[StepOut]
+    """Its model calls, in order"""
     usage: UsageOut
+    """Tokens of all its model calls"""
     error: RunErrorOut | None
+    """Why it failed; null unless failed"""
     warnings: list[str]
+    """What went wrong without failing the run (an integration skipped...)"""
     trace_id: str | None
+    """Its trace in Langfuse, when traced"""
+    trace_url: str | None = Field(
+        default=None,
+        description="The run's trace in Langfuse's web app; null when tracing is not configured or there is no trace",
+    )
     idempotency_key: str | None
+    """The key it was created with"""
     client_tools: list[ClientToolOut]
+    """Tools the client executes"""
     cancel_requested: bool
+    """Whether a cancel was asked for"""
     created_at: datetime
+    """When it was created"""
     updated_at: datetime
+    """When it last changed"""
     started_at: datetime | None
+    """When it began executing"""
     ended_at: datetime | None
+    """When it ended"""
+
+    @model_validator(mode="after")
+    def _trace_link(self, info: ValidationInfo) -> Self:
+        # The tracer is passed as the validation context: it knows where its backend shows a trace.
+        tracer = info.context
+        if self.trace_id and isinstance(tracer, TraceLinks):
+            self.trace_url = tracer.trace_url(self.trace_id)
+        return self
 
     @field_validator("required_action", mode="before")
     @classmethod

@@ -9,29 +9,50 @@ from infrastructure.http.schemas.common import ResponseModel
 
 
 class OriginOut(ResponseModel):
+    """Where a source came from."""
+
     type: str
+    """`mcp_resource`, `upload` or `web`"""
     integration_id: UUID | None
+    """The MCP integration it was read from"""
     uri: str | None
+    """The resource's URI or the page's URL"""
 
 
 class SourceSummaryOut(ResponseModel):
+    """An imported source, without its content."""
+
     id: UUID
+    """The source's id"""
     name: str
+    """Its name"""
     kind: SourceKind
+    """`text`, `data` (a table) or `blob`"""
     origin: OriginOut
+    """Where it came from"""
     mime_type: str | None
+    """Its content's mime type, when known"""
     size: int
+    """Its content's size in bytes"""
     created_by: CreatedBy
+    """Who imported it: `user`, `llm` or `system`"""
     created_at: datetime
+    """When it was imported"""
     thread_id: UUID | None
+    """The thread it belongs to, if any"""
     agent_id: UUID | None
+    """The agent it belongs to, if any"""
 
 
 class SourceOut(SourceSummaryOut):
-    text: str | None
-    data: dict[str, Any] | None
+    """An imported source with its text or table."""
 
-    @computed_field  # type: ignore[prop-decorator]
+    text: str | None
+    """The text, for text sources"""
+    data: dict[str, Any] | None
+    """The table (`headers`, `rows`), for data sources"""
+
+    @computed_field(description="Where to download its raw content")  # type: ignore[prop-decorator]
     @property
     def content_url(self) -> str:
         return f"/v1/sources/{self.id}/content"
@@ -45,5 +66,9 @@ class SourceOut(SourceSummaryOut):
 
 
 class ImportedResourceOut(ResponseModel):
+    """A resource imported as sources of a thread."""
+
     sources: list[SourceSummaryOut]
+    """The sources created"""
     preview: str
+    """The beginning of the imported text"""
