@@ -155,3 +155,67 @@ async def test_list_parameters_are_checked(client: httpx.AsyncClient, tenant: Te
     assert bad_cursor.status_code == 400
     assert bad_cursor.json()["error"] == "InvalidCursor"
     assert (await client.get("/v1/agents/not-a-uuid", headers=tenant.admin)).status_code == 422
+
+
+CHATMD = (
+    '<config model="gpt-test"/>\n<meta description="Reads web pages for people."/>\n'
+    "<system>You read web pages for people. Quote them.</system>\n"
+    '<tool name="webpage_to_markdown"/>\n<tool name="apply_patch"/>\n<user>Read {url}</user>\n'
+)
+
+
+async def import_chatmd(
+    client: httpx.AsyncClient, headers: dict[str, str], content: str = CHATMD, **fields: object
+) -> httpx.Response:
+    body = {"file_name": "web-helper.chatmd", "content": content} | fields
+    return await client.post("/v1/agents/import", json=body, headers=headers)
+
+
+async def test_a_chatmd_document_is_imported_as_the_command_line_imports_it(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    imported = await import_chatmd(client, await member_headers(client, tenant))
+    assert imported.status_code == 201, imported.text
+    agent = imported.json()["agent"]
+    assert (agent["name"], agent["slug"], agent["model"]) == ("web-helper", "web-helper", "gpt-test")
+    assert agent["instructions"] == "You read web pages for people. Quote them."
+    assert agent["description"] == "Reads web pages for people."
+    assert [t["type"] for t in agent["tools"]] == ["website_content"]
+    warnings = imported.json()["warnings"]
+    assert any("'apply_patch' has no Threadline counterpart" in w for w in warnings)
+    assert any("<user>/<assistant> message(s) were left out" in w for w in warnings)
+    assert (await client.get(f"/v1/agents/{agent['id']}", headers=tenant.admin)).json() == agent
+
+
+async def test_a_dry_run_says_what_the_agent_would_be_and_creates_nothing(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    previewed = await import_chatmd(client, tenant.admin, dry_run=True, model="gpt-other")
+    assert previewed.status_code == 200, previewed.text
+    assert previewed.json()["agent"] is None
+    assert previewed.json()["file"] == {
+        "name": "web-helper",
+        "slug": "web-helper",
+        "description": "Reads web pages for people.",
+        "instructions": "You read web pages for people. Quote them.",
+        "model": "gpt-test",
+        "tools": [{"type": "website_content", "config": {}}],
+    }
+    assert (await client.get("/v1/agents", headers=tenant.admin)).json()["data"] == []
+
+
+async def test_the_model_given_overrides_the_files(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    imported = await import_chatmd(client, tenant.admin, model="gpt-other")
+    assert imported.json()["agent"]["model"] == "gpt-other"
+
+
+async def test_a_document_that_defines_no_agent_is_refused_with_its_lines(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    refused = await import_chatmd(client, tenant.admin, content="<system>unclosed\n")
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"] == "InvalidAgentFile"
+    assert "web-helper.chatmd:1" in refused.json()["detail"]
+    assert (await client.get("/v1/agents", headers=tenant.admin)).json()["data"] == []
+    for body in ({"file_name": "", "content": CHATMD}, {"file_name": "x.chatmd"}, {"content": CHATMD}):
+        assert (await client.post("/v1/agents/import", json=body, headers=tenant.admin)).status_code == 422

@@ -9,11 +9,13 @@ from typing import Any
 import httpx
 import pytest
 
+from infrastructure.tracing import LangfuseTracer
 from tests.conftest import Tenant
 from tests.e2e.console_browser import SCREENSHOTS, chromium_executable, screenshots_wanted
-from tests.e2e.runs import agent_and_thread, start
+from tests.e2e.runs import agent_and_thread, settle, start
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, TextReply
+from tests.fakes.otlp_receiver import OtlpReceiver
 
 playwright_api = pytest.importorskip(
     "playwright.async_api",
@@ -72,6 +74,7 @@ async def screenshot(page: Any, name: str) -> None:
     if screenshots_wanted():
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         await page.evaluate("document.getElementById('toasts')?.remove()")
+        await page.evaluate("document.activeElement?.blur(); window.scrollTo(0, 0)")  # the sticky header on top
         await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
@@ -183,7 +186,7 @@ async def test_a_member_key_reaches_no_admin_action(page: Any, client: httpx.Asy
 
 
 async def test_an_admin_connects_an_mcp_server_tests_it_and_calls_its_tools(
-    page: Any, tenant: Tenant, mcp_server: FakeMcpServer
+    page: Any, client: httpx.AsyncClient, tenant: Tenant, mcp_server: FakeMcpServer
 ) -> None:
     await sign_in(page, bearer(tenant.admin))
     await expect(page.get_by_text("No MCP servers connected yet.")).to_be_visible()
@@ -193,9 +196,11 @@ async def test_an_admin_connects_an_mcp_server_tests_it_and_calls_its_tools(
     await page.get_by_role("button", name="Create integration").click()
 
     await expect(page.get_by_role("heading", name="Memo")).to_be_visible()
+    await expect(page.locator("[data-last-checked]")).to_have_text("never")
     await page.get_by_role("button", name="Test connection").click()
     await expect(page.get_by_role("status").filter(has_text="Connected.")).to_contain_text("fake-mcp 1.2.3")
     await expect(page.locator(".health")).to_contain_text("connected")
+    await expect(page.locator("[data-last-checked]")).not_to_have_text("never")  # without reloading the page
 
     await page.get_by_role("tab", name="Tools").click()
     echo = page.locator("[data-tool='echo']")
@@ -214,6 +219,15 @@ async def test_an_admin_connects_an_mcp_server_tests_it_and_calls_its_tools(
     notes = page.locator("[data-resource='memo://notes']")
     await notes.get_by_role("button", name="Read Notes").click()
     await expect(notes).to_contain_text("Remember the milk.")
+    shopping = (await client.post("/v1/threads", json={"title": "Shopping"}, headers=tenant.admin)).json()
+    await notes.get_by_text("Import into a thread").click()
+    picker = notes.get_by_label("Thread")
+    await expect(picker.locator("option", has_text="Shopping")).to_have_count(1)  # chosen by its title
+    await picker.select_option(shopping["id"])
+    await notes.get_by_role("button", name="Import into thread").click()
+    await expect(notes.get_by_role("status")).to_contain_text("Imported as a source of Shopping")
+    sources = await client.get(f"/v1/threads/{shopping['id']}/sources", headers=tenant.admin)
+    assert len(sources.json()["data"]) == 1
 
     await page.get_by_role("tab", name="Prompts").click()
     greet = page.locator("[data-prompt='greet']")
@@ -229,6 +243,7 @@ async def test_an_admin_connects_an_mcp_server_tests_it_and_calls_its_tools(
     await screenshot(page, "integrations")
 
 
+@pytest.mark.executors
 async def test_an_agent_linked_to_an_integration_answers_a_run_that_streams_in_live(
     page: Any, client: httpx.AsyncClient, tenant: Tenant, mcp_server: FakeMcpServer, openai: FakeOpenAI
 ) -> None:
@@ -269,6 +284,7 @@ async def test_an_agent_linked_to_an_integration_answers_a_run_that_streams_in_l
     await screenshot(page, "thread")
 
 
+@pytest.mark.executors
 async def test_a_long_run_is_cancelled_from_its_page(
     page: Any, client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
 ) -> None:
@@ -284,6 +300,70 @@ async def test_a_long_run_is_cancelled_from_its_page(
     assert (await client.get(f"/v1/runs/{run['id']}", headers=tenant.admin)).json()["status"] == "cancelled"
 
 
+async def test_a_traced_run_links_to_its_trace_in_langfuse(
+    page: Any,
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    openai: FakeOpenAI,
+    traced: tuple[LangfuseTracer, OtlpReceiver],
+) -> None:
+    _, receiver = traced
+    _, thread = await agent_and_thread(client, tenant)
+    openai.reply_text("Traced.")
+    run = await settle(client, tenant, (await start(client, tenant, thread, input="hi"))["id"])
+    assert run["trace_id"]
+    await sign_in(page, bearer(tenant.admin), f"#/runs/{run['id']}")
+    trace = page.get_by_role("link", name="Open its trace in Langfuse")
+    await expect(trace).to_have_attribute("href", f"{receiver.base_url}/trace/{run['trace_id']}")
+
+
+async def test_an_untraced_run_has_no_trace_link(
+    page: Any, client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
+) -> None:
+    _, thread = await agent_and_thread(client, tenant)
+    openai.reply_text("Not traced.")
+    run = await settle(client, tenant, (await start(client, tenant, thread, input="hi"))["id"])
+    await sign_in(page, bearer(tenant.admin), f"#/runs/{run['id']}")
+    await expect(page.locator("[data-run-status]")).to_have_text("completed")
+    await expect(page.locator("[data-usage]")).to_be_visible()
+    await expect(page.get_by_role("link", name="Open its trace in Langfuse")).to_have_count(0)
+
+
+LOCAL_TIME = """(iso) => {
+    // What a person types in a datetime-local field for this instant, in the browser's time zone.
+    const d = new Date(iso);
+    const p = (n, width = 2) => String(n).padStart(width, "0");
+    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}`
+        + `:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
+}"""
+
+
+async def test_runs_are_filtered_by_status_and_time_on_the_server(
+    page: Any, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    _, thread = await agent_and_thread(client, tenant, model="threadline-offline")
+    first = await settle(client, tenant, (await start(client, tenant, thread, input="one"))["id"])
+    second = await settle(client, tenant, (await start(client, tenant, thread, input="two"))["id"])
+    await sign_in(page, bearer(tenant.admin), "#/runs")
+    await expect(page.locator("[data-run]")).to_have_count(2)
+
+    await page.get_by_label("Created after").fill(await page.evaluate(LOCAL_TIME, second["created_at"]))
+    await page.get_by_role("button", name="Apply filters").click()
+    await expect(page.locator("[data-run]")).to_have_count(1)
+    await expect(page.locator(f"[data-run='{second['id']}']")).to_be_visible()
+
+    await page.get_by_label("Created after").fill("")
+    await page.get_by_label("Created before").fill(await page.evaluate(LOCAL_TIME, second["created_at"]))
+    await page.get_by_role("button", name="Apply filters").click()
+    await expect(page.locator("[data-run]")).to_have_count(1)
+    await expect(page.locator(f"[data-run='{first['id']}']")).to_be_visible()
+
+    await page.get_by_label("Status").select_option("failed")
+    await page.get_by_role("button", name="Apply filters").click()
+    await expect(page.get_by_text("No runs match.")).to_be_visible()
+
+
+@pytest.mark.executors
 async def test_a_run_waiting_for_a_client_tool_is_answered_from_its_page(
     page: Any, client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
 ) -> None:
@@ -328,39 +408,88 @@ async def test_a_prompt_template_is_edited_with_a_live_preview(
     await expect(preview).to_have_text(re.compile("Notes for 2.0 in a neutral tone."))
     await page.get_by_label("tone").fill("friendly")
     await expect(preview).to_have_text(re.compile("Notes for 2.0 in a friendly tone."))
+
+    # Unsaved edits are what the preview renders: a new argument and a changed message.
+    await page.get_by_role("button", name="Add argument").click()
+    await page.get_by_label("Argument name").last.fill("audience")
+    await page.get_by_label("Default", exact=True).last.fill("developers")
+    await page.get_by_label("Content").fill("Notes for {version} in a {tone} tone, for {audience}.")
+    await expect(preview).to_have_text(re.compile("Notes for 2.0 in a friendly tone, for developers."))
+    await page.get_by_label("audience").last.fill("operators")
+    await expect(preview).to_have_text(re.compile("Notes for 2.0 in a friendly tone, for operators."))
+    unsaved = (await client.get("/v1/prompt-templates/release-notes", headers=tenant.admin)).json()
+    assert unsaved["messages"][0]["content"] == "Notes for {version} in a {tone} tone."
     await screenshot(page, "template")
 
     await page.get_by_label("Template description").fill("Release notes for a version")
     await page.get_by_role("button", name="Save template").click()
     await expect(page.get_by_text("Template saved.")).to_be_visible()
-    saved = await client.get("/v1/prompt-templates/release-notes", headers=tenant.admin)
-    assert saved.json()["description"] == "Release notes for a version"
+    saved = (await client.get("/v1/prompt-templates/release-notes", headers=tenant.admin)).json()
+    assert saved["description"] == "Release notes for a version"
+    assert saved["messages"][0]["content"] == "Notes for {version} in a {tone} tone, for {audience}."
+    assert [a["name"] for a in saved["arguments"]] == ["version", "tone", "audience"]
+
+
+UNREACHED_BY_TAB = """async () => {
+    // Tab through the page, then list the visible, enabled controls focus never reached. Controls are
+    // named by what a person sees of them, so a part of the page drawn again meanwhile is the same control.
+    const controls = () => [...document.querySelectorAll("a[href], button, input, select, textarea, summary")]
+        .filter((c) => c.checkVisibility() && !c.matches(":disabled") && c.type !== "hidden");
+    const named = (c) => [c.tagName, c.name, c.getAttribute("href"), c.getAttribute("aria-label"),
+        c.textContent.trim().slice(0, 60)].join("|");
+    const reached = new Set();
+    document.activeElement?.blur();
+    for (let i = 0; i < controls().length * 2 + 10; i++) {
+        await window.__tab();
+        if (document.activeElement) reached.add(named(document.activeElement));
+    }
+    return controls().filter((c) => !reached.has(named(c))).map((c) => c.outerHTML.slice(0, 80));
+}"""
+
+
+async def check_page_at_390(page: Any, name: str, heading: str | re.Pattern[str]) -> None:
+    await expect(page.get_by_role("heading", level=1)).to_have_text(heading)
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"{name} is {width} px wide at 390 px"
+    unlabelled = await page.evaluate(
+        """() => [...document.querySelectorAll("input, select, textarea")]
+            .filter((c) => c.type !== "hidden" && !c.labels?.length && !c.getAttribute("aria-label"))
+            .map((c) => c.name)"""
+    )
+    assert unlabelled == [], f"{name}: controls without a label: {unlabelled}"
+    assert await page.evaluate(UNREACHED_BY_TAB) == [], f"{name}: controls the Tab key never reaches"
 
 
 async def test_the_console_is_usable_by_keyboard_on_a_phone_wide_screen(
     browser: Any, live_url: str, client: httpx.AsyncClient, tenant: Tenant
 ) -> None:
-    await agent_and_thread(client, tenant)
+    agent, thread = await agent_and_thread(client, tenant, model="threadline-offline")
+    run = await settle(client, tenant, (await start(client, tenant, thread, input="hello"))["id"])
     context = await browser.new_context(viewport={"width": 390, "height": 844}, base_url=live_url)
     try:
         page = await context.new_page()
+        # Playwright presses Tab for the page, so the check above runs inside it with real key presses.
+        await page.expose_function("__tab", lambda: page.keyboard.press("Tab"))
         await page.goto("/console")
         await page.keyboard.type(bearer(tenant.admin))  # the key field has the focus
         await page.keyboard.press("Enter")
         await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
-        for section in ("Integrations", "Agents", "Threads", "Runs", "API keys"):
+        for section in ("Integrations", "Agents", "Prompt templates", "Threads", "Runs", "API keys"):
             link = page.get_by_role("navigation").get_by_role("link", name=section)
             await link.focus()
             await page.keyboard.press("Enter")
-            await expect(page.get_by_role("heading", level=1)).to_be_visible()
-            width = await page.evaluate("document.documentElement.scrollWidth")
-            assert width <= 390, f"{section} is {width} px wide at 390 px"
-            unlabelled = await page.evaluate(
-                """() => [...document.querySelectorAll("input, select, textarea")]
-                    .filter((c) => c.type !== "hidden" && !c.labels?.length && !c.getAttribute("aria-label"))
-                    .map((c) => c.name)"""
-            )
-            assert unlabelled == [], f"{section}: controls without a label: {unlabelled}"
+            await check_page_at_390(page, section, section)
+        for name, hash_, heading in (
+            ("a new integration", "#/integrations/new", "New integration"),
+            ("a new agent", "#/agents/new", "New agent"),
+            ("an agent", f"#/agents/{agent['id']}", agent["name"]),
+            ("importing ChatMD", "#/agents/import", "Import a ChatMD file"),
+            ("a new template", "#/templates/new", "New template"),
+            ("a thread", f"#/threads/{thread['id']}", thread["title"] or "Untitled thread"),
+            ("a run", f"#/runs/{run['id']}", re.compile("^Run ")),
+        ):
+            await page.goto(f"/console{hash_}")
+            await check_page_at_390(page, name, heading)
         await page.get_by_role("navigation").get_by_role("link", name="Agents").click()
         await expect(page.locator("[data-agent]")).to_have_count(1)
         await screenshot(page, "agents-narrow")
@@ -374,12 +503,17 @@ async def test_a_chatmd_file_is_imported_as_an_agent(page: Any, client: httpx.As
         "<system>You triage support tickets. Be brief.</system>\n<user>Ticket: {input}</user>\n"
     )
     await sign_in(page, bearer(tenant.admin), "#/agents/import")
-    await page.get_by_label("ChatMD file").set_input_files(
+    chatmd_file = page.get_by_label("ChatMD file")
+    await chatmd_file.set_input_files({"name": "broken.chatmd", "mimeType": "text/plain", "buffer": b"<system>x\n"})
+    await expect(page.get_by_role("alert")).to_contain_text("broken.chatmd:1")  # the server's parser, its words
+    await expect(page.get_by_role("button", name="Create agent")).to_be_disabled()
+    await chatmd_file.set_input_files(
         {"name": "triage-bot.chatmd", "mimeType": "text/plain", "buffer": chatmd.encode()}
     )
-    await expect(page.get_by_text("apply_patch has no Threadline counterpart")).to_be_visible()
+    await expect(page.get_by_text("'apply_patch' has no Threadline counterpart")).to_be_visible()
+    assert (await client.get("/v1/agents", headers=tenant.admin)).json()["data"] == []  # nothing before confirming
     await page.get_by_role("button", name="Create agent").click()
-    await expect(page.get_by_role("heading", name="triage-bot")).to_be_visible()
+    await expect(page.get_by_role("heading", name="triage-bot", exact=True)).to_be_visible()
     agents = (await client.get("/v1/agents", headers=tenant.admin)).json()["data"]
     imported = next(a for a in agents if a["slug"] == "triage-bot")
     assert imported["instructions"] == "You triage support tickets. Be brief."

@@ -76,6 +76,54 @@ async def test_a_required_argument_left_out_is_refused(
     assert missing.status_code == 422 and "version" in missing.json()["detail"]
 
 
+def draft(**changes: object) -> dict[str, Any]:
+    """A template being written: its arguments and messages, not saved."""
+    return {key: value for key, value in template("unused").items() if key in ("arguments", "messages")} | changes
+
+
+async def test_a_draft_renders_as_the_saved_template_would_and_nothing_is_saved(
+    client: httpx.AsyncClient, tenant: Tenant, release_notes: httpx.Response
+) -> None:
+    member = await member_headers(client, tenant)
+    for version in ("2.0", "{areas}"):
+        body = {"template": draft(), "arguments": {"version": version, "areas": ["api", "cli"]}}
+        previewed = await client.post("/v1/prompt-templates/preview", json=body, headers=member)
+        assert previewed.status_code == 200, previewed.text
+        saved = await render(client, member, version=version, areas=["api", "cli"])
+        assert previewed.json() == saved.json()
+    listed = (await client.get("/v1/prompt-templates", headers=member)).json()["data"]
+    assert [t["name"] for t in listed] == ["release-notes"]
+
+
+async def test_a_draft_renders_its_unsaved_edits(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    edited = draft(
+        arguments=[{"name": "version", "required": True}, {"name": "tone", "default": "calm"}],
+        messages=[{"role": "user", "content": "Notes for {version}, {tone}."}],
+    )
+    body = {"template": edited, "arguments": {"version": "3.1"}}
+    previewed = await client.post("/v1/prompt-templates/preview", json=body, headers=tenant.admin)
+    assert previewed.json()["messages"] == [{"role": "user", "content": "Notes for 3.1, calm."}]
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"template": draft()}, "version"),
+        ({"template": draft(arguments=[{"name": "a"}, {"name": "a"}]), "arguments": {}}, "unique"),
+        ({"template": draft(messages=[])}, "messages"),
+        ({"template": draft(), "arguments": {"version": 1}}, "version"),
+        ({"template": draft(name="x"), "arguments": {"version": "1"}}, "name"),
+    ],
+    ids=["required argument missing", "argument twice", "no message", "value not text", "unknown field"],
+)
+async def test_a_draft_that_cannot_render_is_refused_in_words(
+    client: httpx.AsyncClient, tenant: Tenant, body: dict[str, Any], says: str
+) -> None:
+    refused = await client.post("/v1/prompt-templates/preview", json=body, headers=tenant.admin)
+    assert refused.status_code == 422, refused.text
+    assert says in refused.json()["detail"]
+
+
 async def test_members_cannot_create_or_delete_templates(
     client: httpx.AsyncClient, tenant: Tenant, release_notes: httpx.Response
 ) -> None:

@@ -6,6 +6,7 @@ from application.errors import AgentNotFound, InvalidReference
 from application.pagination import Page, PageRequest, decode_id_cursor, page_of
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
+from application.ports.template_files import AgentFile, AgentFiles
 from application.slugs import create_with_slug
 from domain.agents import DEFAULT_MAX_STEPS, Agent, AgentChanges, ModelSettings
 from domain.ids import AgentId, IntegrationId
@@ -138,3 +139,44 @@ class DeleteAgent:
                     await uow.agents.save(other)
             await uow.agents.delete(caller.org_id, agent_id)
             await uow.commit()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportAgentCommand:
+    caller: Caller
+    text: str
+    file_name: str
+    model: str | None = None
+    """Overrides the file's model (else the file's, else the default model)."""
+    dry_run: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportedAgent:
+    file: AgentFile
+    agent: Agent | None
+    """None on a dry run."""
+
+
+class ImportAgent:
+    """An agent created from a definition file (ChatMD); with dry_run, only what it would be."""
+
+    def __init__(self, files: AgentFiles, create: CreateAgent) -> None:
+        self._files, self._create = files, create
+
+    async def execute(self, command: ImportAgentCommand) -> ImportedAgent:
+        read = self._files.read(command.text, command.file_name)
+        if command.dry_run:
+            return ImportedAgent(file=read, agent=None)
+        agent = await self._create.execute(
+            CreateAgentCommand(
+                caller=command.caller,
+                name=read.name,
+                slug=read.slug,
+                description=read.description,
+                instructions=read.instructions,
+                model=command.model or read.model,
+                tools=read.tools,
+            )
+        )
+        return ImportedAgent(file=read, agent=agent)

@@ -189,3 +189,28 @@ class RenderPromptTemplate:
         if found is None:
             raise PromptTemplateNotFound(f"prompt template {command.name!r} not found")
         return found.template.render(command.arguments)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RenderDraftCommand:
+    caller: Caller
+    messages: Sequence[TemplateMessage]
+    template_arguments: Sequence[TemplateArgument] = ()
+    arguments: Mapping[str, ArgumentValue] = field(default_factory=dict)
+
+
+class RenderDraftTemplate:
+    """A template as it is being written, rendered without saving it: the same checks and substitution
+    as a saved template's render, so a preview shows what saving would publish."""
+
+    DRAFT_NAME = "draft"
+
+    async def execute(self, command: RenderDraftCommand) -> tuple[PromptMessage, ...]:
+        draft = PromptTemplate(
+            name=self.DRAFT_NAME,
+            description="",
+            messages=tuple(command.messages),
+            arguments=tuple(command.template_arguments),
+            org_id=command.caller.org_id,
+        )
+        return draft.render(command.arguments)

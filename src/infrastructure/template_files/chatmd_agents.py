@@ -3,6 +3,8 @@
 from dataclasses import dataclass
 from pathlib import Path
 
+from application.errors import InvalidAgentFile
+from application.ports.template_files import AgentFile
 from domain.native_tools import ToolRef
 from domain.prompt_templates import declared_placeholders
 from domain.text import slugify
@@ -88,3 +90,21 @@ def _warnings(document: ChatMdDocument, instructions: str, unknown: list[str]) -
         shown = ", ".join("{" + name + "}" for name in placeholders)
         warnings.append(f"the instructions use placeholders ({shown}) that an agent does not fill in")
     return warnings
+
+
+class ChatMdAgentFiles:
+    """The AgentFiles port over ChatMD: what `threadline agents import` reads, for the REST API."""
+
+    def read(self, text: str, file_name: str) -> AgentFile:
+        read = chatmd_agent(text, file_name)
+        if isinstance(read, list):
+            raise InvalidAgentFile("; ".join(str(problem) for problem in read))
+        return AgentFile(
+            name=read.name,
+            slug=read.slug,
+            description=read.description,
+            instructions=read.instructions,
+            tools=read.tools,
+            model=read.model,
+            warnings=read.warnings,
+        )

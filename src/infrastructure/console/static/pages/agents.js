@@ -1,7 +1,6 @@
 // Agents: list, create, edit (model, instructions, native tools and their settings, integrations,
 // sub-agents, limits, MCP publishing), and import a ChatMD file.
 import { all, del, get, patch, post } from "../api.js";
-import { parseChatMd } from "../chatmd.js";
 import { schemaForm } from "../schema_form.js";
 import { ago, badge, busy, button, checkbox, dialogConfirm, empty, errorBox, field, h, json, link, pageHeader, replace, toast } from "../ui.js";
 
@@ -156,33 +155,41 @@ async function formPage({ main, signal, go }, existing) {
   name.focus();
 }
 
+// The server reads the file, as `threadline agents import` does: first a dry run to show what the agent would
+// be and what is left out, then the import itself once confirmed.
 function importPage({ main, go }) {
   const file = h("input", { type: "file", name: "chatmd", accept: ".chatmd,.md,text/plain" });
   const preview = h("div", { "aria-live": "polite" });
-  let parsed = null;
+  let chosen = null;
+  const body = (dryRun) => ({ file_name: chosen.name, content: chosen.text, dry_run: dryRun });
   const create = button("Create agent", async () => {
-    if (!parsed) return;
+    if (!chosen) return;
     await busy(create, async () => {
       try {
-        const agent = await post("/v1/agents", parsed.agent);
-        toast(`Agent “${agent.name}” created.`);
-        go(`#/agents/${agent.id}`);
+        const imported = await post("/v1/agents/import", body(false));
+        toast(`Agent “${imported.agent.name}” created.`);
+        go(`#/agents/${imported.agent.id}`);
       } catch (error) {
-        replace(preview, errorBox(error, "The agent was not created"), previewOf(parsed));
+        replace(preview, errorBox(error, "The agent was not created"), chosen.preview);
       }
     });
   }, { class: "btn primary", disabled: true });
   file.addEventListener("change", async () => {
-    const chosen = file.files[0];
-    parsed = null;
+    const picked = file.files[0];
+    chosen = null;
     create.disabled = true;
-    if (!chosen) return replace(preview);
+    if (!picked) return replace(preview);
     try {
-      parsed = parseChatMd(await chosen.text(), chosen.name);
-      replace(preview, previewOf(parsed));
+      const candidate = { name: picked.name, text: await picked.text() };
+      chosen = candidate;
+      const read = await post("/v1/agents/import", body(true));
+      if (chosen !== candidate) return;
+      candidate.preview = previewOf(read);
+      replace(preview, candidate.preview);
       create.disabled = false;
     } catch (error) {
-      replace(preview, errorBox({ error: "InvalidChatMd", detail: error.message }, "This file cannot be imported"));
+      chosen = null;
+      replace(preview, errorBox(error, "This file cannot be imported"));
     }
   });
   replace(main, h("p", { class: "crumbs" }, link("Agents", "#/agents")), pageHeader("Import a ChatMD file"),
@@ -191,7 +198,7 @@ function importPage({ main, go }) {
       field("ChatMD file", file), preview, h("div", { class: "actions" }, create)));
 }
 
-function previewOf({ agent, warnings }) {
+function previewOf({ file: agent, warnings }) {
   return h("div", {},
     h("h2", {}, `Agent “${agent.name}”`),
     h("dl", { class: "kv" },

@@ -133,10 +133,12 @@ async function detailPage(ctx, id) {
   const integration = await get(`/v1/mcp-integrations/${id}`, { signal });
   const testArea = h("div", { "aria-live": "polite" });
   const healthArea = h("div", {}, health(integration));
-  const testButton = button("Test connection", () => busy(testButton, async () => {
+  const lastChecked = h("dd", { "data-last-checked": "" }, when(integration.last_checked_at));
+  const testButton = isAdmin && button("Test connection", () => busy(testButton, async () => {
     try {
       const result = await post(`/v1/mcp-integrations/${id}/test`);
       replace(healthArea, health({ ...integration, connection_status: result.connection_status, last_checked_at: result.checked_at, last_error: result.error ? result.error.detail : null }));
+      replace(lastChecked, when(result.checked_at));
       replace(testArea, result.ok ? connected(result.server) : errorBox(result.error, "The server could not be reached"));
     } catch (error) {
       replace(testArea, errorBox(error, "The test did not run"));
@@ -170,12 +172,12 @@ async function detailPage(ctx, id) {
     h("dt", {}, "Authentication"), h("dd", {}, integration.auth_type === "none" ? "none" : `${integration.auth_type}${integration.auth_header_name ? ` (${integration.auth_header_name})` : ""}, credential ${integration.credentials.set ? "stored" : "not set"}`),
     h("dt", {}, "Tool filter"), h("dd", {}, integration.tool_filter.mode === "all" ? "all tools" : `${integration.tool_filter.mode}: ${integration.tool_filter.names.join(", ")}`),
     h("dt", {}, "Timeout"), h("dd", {}, `${integration.timeout_seconds} s`),
-    h("dt", {}, "Last checked"), h("dd", {}, when(integration.last_checked_at)));
+    h("dt", {}, "Last checked"), lastChecked);
   const panel = h("div", { role: "tabpanel", id: "catalog-panel" });
   const tabs = catalogTabs(id, panel, signal);
   replace(main,
     h("p", { class: "crumbs" }, link("Integrations", "#/integrations")),
-    pageHeader(integration.name, testButton, ...adminActions),
+    pageHeader(integration.name, ...(testButton ? [testButton] : []), ...adminActions),
     h("div", { class: "card" }, healthArea, facts), testArea, tabs, panel);
 }
 
@@ -194,7 +196,7 @@ function catalogTabs(id, panel, signal) {
       replace(panel, h("p", { class: "loading" }, `Loading ${label.toLowerCase()}…`));
       try {
         const catalog = await get(`/v1/mcp-integrations/${id}/${kind}`, { signal });
-        replace(panel, view(id, catalog.data));
+        replace(panel, view(id, catalog.data, signal));
       } catch (error) {
         if (error.name !== "AbortError") replace(panel, errorBox(error, `The ${label.toLowerCase()} could not be listed`));
       }
@@ -270,19 +272,46 @@ async function readInto(id, uri, area) {
   return h("div", {}, list.map(resourceContents), h("details", {}, h("summary", {}, "Raw result"), json(contents)));
 }
 
-function importControls(id, uri) {
-  const thread = h("input", { type: "text", name: "thread_id", placeholder: "thread id", class: "mono" });
-  const area = h("div", { "aria-live": "polite" });
-  const go = button("Import into thread", outcome(area, async () => {
-    if (!thread.value.trim()) return errorBox({ error: "ThreadMissing", detail: "Give the id of the thread the resource becomes a source of." }, "Check the thread");
-    const source = await post(`/v1/mcp-integrations/${id}/resources/read`, { uri, import: true, thread_id: thread.value.trim() });
-    return h("div", { role: "status" }, `Imported as a source of the thread.`, json(source));
-  }), { class: "btn small" });
-  return h("details", { class: "try" }, h("summary", {}, "Import into a thread"), field("Thread", thread, { hint: "Its id, from the Threads page." }), go, area);
+// The organization's threads, read once per page when a first import form opens, most recently updated first.
+function threadChoices(signal) {
+  let threads = null;
+  return () => {
+    threads = threads || all("/v1/threads", { signal, max: 500 }).then((found) => found.sort((a, b) => (a.updated_at < b.updated_at ? 1 : -1)));
+    return threads;
+  };
 }
 
-function resourcesView(id, resources) {
+function importControls(id, uri, threads) {
+  const thread = h("select", { name: "thread_id" }, h("option", { value: "" }, "Loading threads…"));
+  const area = h("div", { "aria-live": "polite" });
+  const go = button("Import into thread", outcome(area, async () => {
+    if (!thread.value) return errorBox({ error: "ThreadMissing", detail: "Choose the thread the resource becomes a source of." }, "Check the thread");
+    const source = await post(`/v1/mcp-integrations/${id}/resources/read`, { uri, import: true, thread_id: thread.value });
+    const title = thread.selectedOptions[0]?.textContent || "the thread";
+    return h("div", { role: "status" }, "Imported as a source of ", link(title, `#/threads/${thread.value}`), ".", h("details", {}, h("summary", {}, "Raw result"), json(source)));
+  }), { class: "btn small", disabled: true });
+  const details = h("details", { class: "try" }, h("summary", {}, "Import into a thread"),
+    field("Thread", thread, { hint: "The resource becomes one of its sources: the agent can read it in that thread's runs." }), go, area);
+  details.addEventListener("toggle", async () => {
+    if (!details.open || go.dataset.loaded) return;
+    go.dataset.loaded = "1";
+    try {
+      const found = await threads();
+      replace(thread, found.length
+        ? [h("option", { value: "" }, "Choose a thread…"), ...found.map((t) => h("option", { value: t.id }, `${t.title || "Untitled thread"} · updated ${ago(t.updated_at)}`))]
+        : h("option", { value: "" }, "No threads yet: create one under Threads"));
+      go.disabled = !found.length;
+    } catch (error) {
+      delete go.dataset.loaded;
+      if (error.name !== "AbortError") replace(area, errorBox(error, "The threads could not be listed"));
+    }
+  });
+  return details;
+}
+
+function resourcesView(id, resources, signal) {
   if (!resources.length) return empty("This server lists no resources.");
+  const threads = threadChoices(signal);
   return h("ul", { class: "list" }, resources.map((resource) => {
     const area = h("div", { class: "result", "aria-live": "polite" });
     return h("li", { class: "item", "data-resource": resource.uri },
@@ -291,7 +320,7 @@ function resourcesView(id, resources) {
         h("p", { class: "meta mono" }, resource.uri),
         resource.description ? h("p", { class: "meta" }, resource.description) : null,
         h("div", { class: "actions" }, button("Read", outcome(area, () => readInto(id, resource.uri, area)), { class: "btn small", "aria-label": `Read ${resource.name}` })),
-        importControls(id, resource.uri), area));
+        importControls(id, resource.uri, threads), area));
   }));
 }
 

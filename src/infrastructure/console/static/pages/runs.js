@@ -15,19 +15,20 @@ export async function render(ctx) {
 async function listPage({ main, signal, go, query }) {
   const agents = await all("/v1/agents", { signal });
   const filters = { agent_id: query.get("agent_id") || "", status: query.get("status") || "", thread_id: query.get("thread_id") || "", from: query.get("from") || "", to: query.get("to") || "" };
+  // Every filter is the API's: the time window is sent as instants (the fields show the browser's local time).
   const params = new URLSearchParams();
   for (const name of ["agent_id", "status", "thread_id"]) if (filters[name]) params.set(name, filters[name]);
-  let runs = await all(`/v1/runs${params.size ? `?${params}` : ""}`, { signal, max: 300 });
-  // The API filters by agent, thread and status; the time window is applied to what it returned.
-  if (filters.from) runs = runs.filter((run) => new Date(run.created_at) >= new Date(filters.from));
-  if (filters.to) runs = runs.filter((run) => new Date(run.created_at) <= new Date(filters.to));
+  if (filters.from) params.set("created_after", new Date(filters.from).toISOString());
+  if (filters.to) params.set("created_before", new Date(filters.to).toISOString());
+  params.set("limit", "50");
   const agentName = (id) => agents.find((a) => a.id === id)?.name || "deleted agent";
 
   const agent = select([["", "All agents"], ...agents.map((a) => [a.id, a.name])], filters.agent_id, { name: "agent_id" });
   const status = select([["", "Any status"], ...STATUSES.map((s) => [s, s.replace("_", " ")])], filters.status, { name: "status" });
   const from = h("input", { type: "datetime-local", name: "from", value: filters.from });
   const to = h("input", { type: "datetime-local", name: "to", value: filters.to });
-  const form = h("form", { class: "card filters", "aria-label": "Filter runs" },
+  // novalidate: a time typed to the second (or pasted with milliseconds) is as good as one to the minute.
+  const form = h("form", { class: "card filters", "aria-label": "Filter runs", novalidate: "" },
     field("Agent", agent), field("Status", status), field("Created after", from), field("Created before", to),
     h("div", { class: "actions" }, h("button", { type: "submit", class: "btn" }, "Apply filters"), link("Clear", "#/runs", { class: "btn ghost" })));
   form.addEventListener("submit", (event) => {
@@ -37,13 +38,35 @@ async function listPage({ main, signal, go, query }) {
     if (filters.thread_id) next.set("thread_id", filters.thread_id);
     go(`#/runs${next.size ? `?${next}` : ""}`);
   });
-  const list = runs.length
-    ? h("ul", { class: "list" }, runs.map((run) => h("li", { class: "item", "data-run": run.id },
-      h("div", { class: "item-main" },
-        h("div", { class: "item-title" }, link(`Run ${run.id.slice(0, 8)}`, `#/runs/${run.id}`), statusBadge(run.status), badge(agentName(run.agent_id))),
-        h("p", { class: "meta" }, `${when(run.created_at)} · ${run.steps.length} steps · ${run.usage.total_tokens} tokens`, run.error ? ` · ${run.error.code}` : "", " · ", link("thread", `#/threads/${run.thread_id}`))))))
-    : empty("No runs match.", "Runs start from a thread: open one under Threads and send a message.");
-  replace(main, pageHeader("Runs"), form, list);
+  const row = (run) => h("li", { class: "item", "data-run": run.id },
+    h("div", { class: "item-main" },
+      h("div", { class: "item-title" }, link(`Run ${run.id.slice(0, 8)}`, `#/runs/${run.id}`), statusBadge(run.status), badge(agentName(run.agent_id))),
+      h("p", { class: "meta" }, `${when(run.created_at)} · ${run.steps.length} steps · ${run.usage.total_tokens} tokens`, run.error ? ` · ${run.error.code}` : "", " · ", link("thread", `#/threads/${run.thread_id}`))));
+  let page;
+  try {
+    page = await get(`/v1/runs?${params}`, { signal });
+  } catch (error) {
+    if (error.name === "AbortError" || !error.status || error.status >= 500) throw error;
+    replace(main, pageHeader("Runs"), form, errorBox(error, "These filters were not accepted"));
+    return;
+  }
+  if (!page.data.length) {
+    replace(main, pageHeader("Runs"), form, empty("No runs match.", "Runs start from a thread: open one under Threads and send a message."));
+    return;
+  }
+  const list = h("ul", { class: "list" }, page.data.map(row));
+  const more = button("Show more runs", () => busy(more, async () => {
+    params.set("cursor", page.next_cursor);
+    try {
+      page = await get(`/v1/runs?${params}`, { signal });
+      list.append(...page.data.map(row));
+      more.hidden = !page.next_cursor;
+    } catch (error) {
+      if (error.name !== "AbortError") toast(error.detail || error.message, "bad");
+    }
+  }), { class: "btn" });
+  more.hidden = !page.next_cursor;
+  replace(main, pageHeader("Runs"), form, list, h("div", { class: "actions" }, more));
 }
 
 // ---- one run, live ----
@@ -79,7 +102,9 @@ async function runPage({ main, signal }, id) {
       h("dt", {}, "Ended"), h("dd", {}, run.ended_at ? when(run.ended_at) : "not yet"),
       h("dt", {}, "Steps"), h("dd", {}, String(run.steps.length)),
       h("dt", {}, "Usage"), h("dd", { "data-usage": "" }, `${run.usage.input_tokens} in · ${run.usage.output_tokens} out · ${run.usage.total_tokens} tokens`),
-      run.trace_id ? [h("dt", {}, "Trace"), h("dd", { class: "mono" }, run.trace_id)] : null,
+      run.trace_id ? [h("dt", {}, "Trace"), h("dd", {}, run.trace_url
+        ? h("a", { href: run.trace_url, target: "_blank", rel: "noopener noreferrer", "data-trace-link": "" }, "Open its trace in Langfuse")
+        : h("span", { class: "mono" }, run.trace_id))] : null,
       run.parent_run_id ? [h("dt", {}, "Parent run"), h("dd", {}, link(run.parent_run_id, `#/runs/${run.parent_run_id}`))] : null),
       run.warnings.length ? h("div", { class: "notice" }, h("strong", {}, "Warnings"), h("ul", {}, run.warnings.map((w) => h("li", {}, w)))) : null,
       run.error ? errorBox({ error: run.error.code, detail: run.error.message }, "The run failed") : null,
@@ -100,7 +125,10 @@ async function runPage({ main, signal }, id) {
   }
 
   function onEvent(frame) {
-    lastSeq = Math.max(lastSeq, frame.seq);
+    // Two streams may overlap (one that went on as the client tools were answered, and the one that follows
+    // the answer): each event is shown once.
+    if (frame.seq <= lastSeq) return;
+    lastSeq = frame.seq;
     const data = frame.data || {};
     const at = h("span", { class: "meta" }, ` ${new Date(frame.created_at).toLocaleTimeString()}`);
     switch (frame.type) {

@@ -129,38 +129,66 @@ async function editPage({ main, isAdmin, signal, go }, existing) {
   else if (readOnly) notes.push(h("p", { class: "notice" }, "You are signed in with a member key: templates are read-only for you."));
   replace(main, h("p", { class: "crumbs" }, link("Prompt templates", "#/templates")), pageHeader(title), ...notes,
     existing ? h("p", { class: "meta" }, "Published over MCP as the tool ", h("code", {}, existing.tool_name), " and the prompt ", h("code", {}, existing.name), ".") : null,
-    h("div", { class: "split" }, form, existing ? preview(existing, signal) : h("div", { class: "card" }, h("h2", {}, "Preview"), h("p", { class: "hint" }, "Save the template to preview it with arguments."))));
+    h("div", { class: "split" }, form, preview(form, () => ({ arguments: argumentRows.map((r) => r.read()), messages: messageRows.map((r) => r.read()) }), signal)));
 }
 
-// The saved template rendered by the API as the arguments are typed.
-function preview(template, signal) {
-  const inputs = template.arguments.map((argument) => [argument, h("input", { type: "text", name: `preview-${argument.name}`, placeholder: Array.isArray(argument.default) ? argument.default.join(", ") : argument.default ?? "" })]);
+// The template as it stands in the form, saved or not, rendered by the API as it is edited and as the
+// arguments are typed: the server renders drafts as it renders saved templates.
+function preview(form, readDraft, signal) {
+  const inputs = new Map(); // argument name -> its value's input, kept while the argument exists
+  const fields = h("div", {});
   const output = h("div", { "aria-live": "polite", "data-preview": "" });
+  let shown = null;
   let timer = null;
   let latest = 0;
+  const valueText = (value) => (Array.isArray(value) ? value.join(", ") : value ?? "");
+
+  function showInputs(draft) {
+    const named = draft.arguments.filter((argument) => argument.name);
+    const key = JSON.stringify(named.map((a) => [a.name, a.description, a.required, a.default]));
+    if (key === shown) return;
+    shown = key;
+    for (const name of [...inputs.keys()]) if (!named.some((a) => a.name === name)) inputs.delete(name);
+    replace(fields, named.length ? named.map((argument) => {
+      let input = inputs.get(argument.name);
+      if (!input) {
+        input = h("input", { type: "text", name: `preview-${argument.name}` });
+        input.addEventListener("input", schedule);
+        inputs.set(argument.name, input);
+      }
+      input.placeholder = valueText(argument.default);
+      return field(argument.name, input, { hint: argument.description, required: argument.required });
+    }) : h("p", { class: "hint" }, "This template has no arguments."));
+  }
+
   async function update() {
-    const args = {};
-    for (const [argument, input] of inputs) {
-      if (input.value === "") continue;
-      args[argument.name] = argument.type === "array" ? input.value.split(",").map((s) => s.trim()).filter(Boolean) : input.value;
+    const draft = readDraft();
+    showInputs(draft);
+    const values = {};
+    for (const argument of draft.arguments) {
+      const input = inputs.get(argument.name);
+      if (!input || input.value === "") continue;
+      values[argument.name] = argument.type === "array" ? input.value.split(",").map((s) => s.trim()).filter(Boolean) : input.value;
     }
     const ticket = ++latest;
     try {
-      const rendered = await post(`/v1/prompt-templates/${encodeURIComponent(template.name)}/render`, { arguments: args }, { signal });
+      const rendered = await post("/v1/prompt-templates/preview", { template: draft, arguments: values }, { signal });
       if (ticket !== latest) return;
       replace(output, h("div", { class: "messages" }, rendered.messages.map((m) => h("div", { class: `message ${m.role}` }, h("div", { class: "role" }, m.role), h("div", { class: "text" }, m.content)))));
     } catch (error) {
       if (ticket === latest && error.name !== "AbortError") replace(output, errorBox(error, "Not rendered yet"));
     }
   }
-  for (const [, input] of inputs) {
-    input.addEventListener("input", () => {
-      clearTimeout(timer);
-      timer = setTimeout(update, 250);
-    });
+
+  function schedule() {
+    clearTimeout(timer);
+    timer = setTimeout(update, 250);
   }
+  // Typing, choosing, and adding or removing an argument or a message all change the draft.
+  form.addEventListener("input", schedule);
+  form.addEventListener("change", schedule);
+  form.addEventListener("click", (event) => { if (event.target.closest("button[type=button]")) schedule(); });
   update();
   return h("section", { class: "card", "aria-label": "Preview" }, h("h2", {}, "Live preview"),
-    inputs.length ? inputs.map(([argument, input]) => field(argument.name, input, { hint: argument.description, required: argument.required })) : h("p", { class: "hint" }, "This template has no arguments."),
-    output);
+    h("p", { class: "hint" }, "Rendered from the form as it is now, saved or not."), fields, output);
 }
