@@ -2,6 +2,7 @@
 with the in-process executor and in worker mode.
 
     .venv/bin/python -m bench.runs [--backend sqlite|postgresql] [--runs 200] [--concurrency 16]
+                                   [--latency-runs 50] [--rounds 3]
                                    [--burst 1000] [--burst-latency-ms 1000]
                                    [--executors in_process,1x1,2x2] [--connections 64]
 
@@ -10,11 +11,18 @@ Both sides use the same fake OpenAI-compatible model (a process on loopback) and
 answers, so each run is two model calls and one MCP tool call.
 
 - Threadline: `threadline serve` on a fresh database, tracing exported to a local OTLP receiver; each
-  run is POST /v1/threads/{id}/runs, then its event stream until `run.completed`.
+  run is POST /v1/threads/{id}/runs with `"stream": true`, its event stream read until `run.completed`.
 - Bare loop: the `openai` SDK and one `mcp` client session in this process, no persistence.
 
+Each side runs `--runs` runs `--concurrency` at a time (runs/s, and CPU seconds per run: the server
+processes', or the bare loop's own), then `--latency-runs` one at a time (p50).
 The burst part starts `--burst` runs at once with a model that takes `--burst-latency-ms` per call
-and reports the wall time against the ideal (two model calls), the errors and each process's peak memory.
+and reports the wall time against the ideal (two model calls), the errors and each process's peak memory;
+the bare loop's burst runs in a process of its own, for its peak memory.
+
+The whole measurement is done `--rounds` times; the closing table has the medians, how far the rounds spread,
+and each figure's ratio to the bare loop of the same round (the machine may be busy: compare ratios).
+THREADLINE_BENCH_PROFILE=<file> samples the first API process with py-spy while the run shape is measured.
 
 `--executors` lists the deployments measured, each on a fresh database: `in_process` (one `threadline serve`
 that executes its runs) and `AxW`, worker mode (PostgreSQL): A `threadline serve` replicas that queue runs
@@ -28,20 +36,23 @@ end gives ratios against `in_process` measured in the same invocation.
 import argparse
 import asyncio
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import ExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 from mcp import Client
 from openai import AsyncOpenAI
 
-from bench._server import Deployment, database, deployment
+from bench._server import Deployment, database, deployment, peak_memory_mb
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.mcp_servers import everything
 
@@ -151,12 +162,21 @@ async def setup(running: Deployment, mcp_url: str, threads: int) -> tuple[list[h
             "/v1/agents", json={"name": "Bench", "model": "bench-model", "mcp_integration_ids": [integration["id"]]}
         )
     ).json()
+
+    async def new_thread() -> str:
+        for attempt in range(5):  # a busy machine: a kept-alive connection may be closed as it is reused
+            try:
+                created = await client.post("/v1/threads", json={"agent_id": agent["id"]})
+                if created.status_code == 201:
+                    return str(created.json()["id"])
+            except httpx.TransportError:
+                if attempt == 4:
+                    raise
+        raise RuntimeError(f"a thread could not be created: {created.status_code} {created.text}")
+
     ids: list[str] = []
     for start in range(0, threads, 50):
-        batch = await asyncio.gather(
-            *(client.post("/v1/threads", json={"agent_id": agent["id"]}) for _ in range(min(50, threads - start)))
-        )
-        ids += [t.json()["id"] for t in batch]
+        ids += await asyncio.gather(*(new_thread() for _ in range(min(50, threads - start))))
     return clients, ids
 
 
@@ -170,10 +190,10 @@ async def one_run(client: httpx.AsyncClient, thread_id: str) -> tuple[float, str
     status = "failed"
     try:
         async with asyncio.timeout(RUN_TIMEOUT_SECONDS):
-            created = await client.post(f"/v1/threads/{thread_id}/runs", json={"input": "please echo"})
-            if created.status_code != 201:
-                return time.perf_counter() - began, f"http {created.status_code}"
-            async with client.stream("GET", f"/v1/runs/{created.json()['id']}/events") as events:
+            body = {"input": "please echo", "stream": True}
+            async with client.stream("POST", f"/v1/threads/{thread_id}/runs", json=body) as events:
+                if events.status_code != 201:
+                    return time.perf_counter() - began, f"http {events.status_code}"
                 async for line in events.aiter_lines():
                     if line.startswith("event: run."):
                         status = line.removeprefix("event: run.")
@@ -205,7 +225,9 @@ class Measured:
     executor: Executor
     runs_per_second: float = float("nan")
     p50_run: float = float("nan")
-    """Seconds from POST to run.completed, median."""
+    """Seconds from POST to run.completed, median, at the benchmark's concurrency."""
+    p50_one: float = float("nan")
+    """The same, one run at a time."""
     errors: int = 0
     cpu_per_run: dict[str, float] = field(default_factory=dict)
     """Each process's CPU seconds per run (the run shape)."""
@@ -215,9 +237,17 @@ class Measured:
 
 
 async def threadline_side(
-    backend: str, executor: Executor, model_url: str, mcp_url: str, runs: int, concurrency: int, connections: int
-) -> tuple[float, float, int, dict[str, float]]:
-    """Runs/s, median seconds per run, errors and each process's CPU seconds per run."""
+    backend: str,
+    executor: Executor,
+    model_url: str,
+    mcp_url: str,
+    runs: int,
+    concurrency: int,
+    connections: int,
+    latency_runs: int,
+) -> tuple[float, float, float, int, dict[str, float]]:
+    """Runs/s and median seconds per run at `concurrency`, median seconds per run one at a time, errors and
+    each process's CPU seconds per run."""
     async with OtlpReceiver() as receiver:
         env = executor.env(connections) | {
             "THREADLINE_OPENAI_API_KEY": "sk-bench",
@@ -230,7 +260,7 @@ async def threadline_side(
         }
         async with threadline(backend, executor, env) as running:
             warm_up = min(runs, 20 * executor.apis)
-            clients, threads = await setup(running, mcp_url, runs + warm_up)
+            clients, threads = await setup(running, mcp_url, runs + warm_up + latency_runs)
 
             async def run_once(index: int) -> tuple[float, bool]:
                 # round-robin over the API replicas; a run is followed on the replica that created it
@@ -241,15 +271,60 @@ async def threadline_side(
                 await drive(warm_up, concurrency, lambda i: run_once(runs + i))  # sessions, caches, connections
                 print(f"{backend} {executor.name}: warmed up, measuring {runs} runs", file=sys.stderr, flush=True)
                 cpu_before = running.cpu_seconds()
-                wall, durations, errors = await drive(runs, concurrency, run_once)
+                with profiled(running.processes[0].pid):
+                    wall, durations, errors = await drive(runs, concurrency, run_once)
                 cpu = {name: (spent - cpu_before[name]) / runs for name, spent in running.cpu_seconds().items()}
+                _, one_at_a_time, latency_errors = await drive(latency_runs, 1, lambda i: run_once(runs + warm_up + i))
             finally:
                 for client in clients:
                     await client.aclose()
-        return runs / wall, statistics.median(durations), errors, cpu
+        return (
+            runs / wall,
+            statistics.median(durations),
+            statistics.median(one_at_a_time) if one_at_a_time else float("nan"),
+            errors + latency_errors,
+            cpu,
+        )
 
 
-async def bare_side(model_url: str, mcp_url: str, runs: int, concurrency: int) -> tuple[float, float, int]:
+PROFILE = os.environ.get("THREADLINE_BENCH_PROFILE")
+"""A file: py-spy (installed apart, e.g. `.venv/bin/pip install py-spy`) samples the first API process while the
+run shape is measured, and writes its stacks there (collapsed, one line per stack: `frame;frame;... count`)."""
+
+
+@contextmanager
+def profiled(pid: int) -> Iterator[None]:
+    if not PROFILE:
+        yield
+        return
+    spy = Path(sys.executable).with_name("py-spy")
+    command = [str(spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "250", "--output", PROFILE]
+    sampler = subprocess.Popen([*command, "--nonblocking", "--threads"], stdout=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        sampler.send_signal(signal.SIGINT)
+        sampler.wait(timeout=60)
+
+
+@dataclass
+class Bare:
+    """The bare loop: the openai SDK and one mcp client session, no persistence."""
+
+    runs_per_second: float = float("nan")
+    p50_run: float = float("nan")
+    """At concurrency 1."""
+    errors: int = 0
+    burst_wall: float = float("nan")
+    burst_errors: int = 0
+    burst_memory: float = float("nan")
+    """Peak MB of the process that ran the burst."""
+    cpu_per_run: float = float("nan")
+    """CPU seconds per run of the process that drives the loop (its model and MCP clients)."""
+
+
+@asynccontextmanager
+async def bare_loop(model_url: str, mcp_url: str) -> AsyncIterator[Callable[[int], Awaitable[tuple[float, bool]]]]:
     model = AsyncOpenAI(api_key="sk-bench", base_url=model_url)
     async with Client(mcp_url, cache=None) as mcp:
         listed = await mcp.list_tools()
@@ -277,10 +352,44 @@ async def bare_side(model_url: str, mcp_url: str, runs: int, concurrency: int) -
             final = await model.chat.completions.create(model="bench-model", messages=messages, tools=tools)  # type: ignore[arg-type]
             return time.perf_counter() - began, bool(final.choices[0].message.content)
 
-        await drive(min(runs, 20), concurrency, run_once)
-        wall, durations, errors = await drive(runs, concurrency, run_once)
+        yield run_once
     await model.close()
-    return runs / wall, statistics.median(durations) / 2, errors
+
+
+async def bare_side(model_url: str, mcp_url: str, runs: int, concurrency: int, latency_runs: int) -> Bare:
+    async with bare_loop(model_url, mcp_url) as run_once:
+        await drive(min(runs, 20), concurrency, run_once)
+        cpu_before = time.process_time()
+        wall, _, errors = await drive(runs, concurrency, run_once)
+        cpu = (time.process_time() - cpu_before) / runs
+        _, one_at_a_time, latency_errors = await drive(latency_runs, 1, run_once)
+    return Bare(runs / wall, statistics.median(one_at_a_time), errors + latency_errors, cpu_per_run=cpu)
+
+
+async def bare_burst_here(model_url: str, mcp_url: str, count: int) -> dict[str, float]:
+    """`count` bare runs at once in this process (a process of its own, for its peak memory)."""
+
+    async def guarded(run_once: Callable[[int], Awaitable[tuple[float, bool]]], index: int) -> bool:
+        try:
+            async with asyncio.timeout(RUN_TIMEOUT_SECONDS):
+                return (await run_once(index))[1]
+        except Exception:
+            return False
+
+    async with bare_loop(model_url, mcp_url) as run_once:
+        began = time.perf_counter()
+        results = await asyncio.gather(*(guarded(run_once, i) for i in range(count)))
+        wall = time.perf_counter() - began
+    return {"wall": wall, "errors": sum(not ok for ok in results), "memory": peak_memory_mb(os.getpid())}
+
+
+async def bare_burst(model_url: str, mcp_url: str, count: int) -> tuple[float, int, float]:
+    """Wall time, errors and peak memory (MB) of `count` bare runs at once, in a process of their own."""
+    command = [sys.executable, "-m", "bench.runs", "--bare-burst", str(count), "--model-url", model_url]
+    process = await asyncio.create_subprocess_exec(*command, "--mcp-url", mcp_url, stdout=subprocess.PIPE)
+    out, _ = await process.communicate()
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    return result["wall"], int(result["errors"]), result["memory"]
 
 
 async def burst(
@@ -345,48 +454,128 @@ def table(backend: str, args: argparse.Namespace, measured: list[Measured]) -> s
     return "\n".join(lines)
 
 
+def median_of(values: Sequence[float]) -> float:
+    known = [v for v in values if v == v]
+    return statistics.median(known) if known else float("nan")
+
+
+def spread(values: Sequence[float]) -> str:
+    """How far the rounds were from their median, in percent (max - min over median)."""
+    known = [v for v in values if v == v]
+    middle = median_of(known)
+    if len(known) < 2 or not middle:
+        return "   -"
+    return f"{(max(known) - min(known)) / middle * 100:3.0f}%"
+
+
+def against_bare(backend: str, args: argparse.Namespace, rounds: list[tuple[list[Measured], Bare]]) -> str:
+    """Medians over the rounds, each executor against the bare loop of its round (the goal: p50 <= 2x,
+    runs/s >= 1/2.5, burst wall <= 1.5x with no errors, peak memory <= 2x)."""
+
+    def row(name: str, values: list[tuple[float, float, float, float, float]], errors: list[int]) -> str:
+        p50, rps, wall, memory, cpu = ([v[i] for v in values] for i in range(5))
+        return (
+            f"{name:<11} {median_of(p50) * 1000:7.1f}ms {spread(p50)} {median_of(rps):7.1f} {spread(rps)} "
+            f"{median_of(cpu) * 1000:6.1f}ms {spread(cpu)} "
+            f"{median_of(wall):7.2f}s {spread(wall)} {max(errors):>4} {median_of(memory):6.0f} MB"
+        )
+
+    lines = [
+        f"{backend}, medians of {len(rounds)} round(s) (spread: (max-min)/median): p50 run at concurrency 1, runs/s "
+        f"at concurrency {args.concurrency} (and CPU seconds per run: the server processes', or the bare loop's), "
+        f"{args.burst} runs at once with a {args.burst_latency_ms:.0f} ms model (wall, most errors in a round, peak "
+        "memory of the busiest process)",
+        f"{'':<11} {'p50 c=1':>9} {'spr':>4} {'runs/s':>7} {'spr':>4} {'CPU/run':>8} {'spr':>4} "
+        f"{'burst':>8} {'spr':>4} "
+        f"{'err':>4} {'memory':>9}",
+    ]
+    bare_values = [(b.p50_run, b.runs_per_second, b.burst_wall, b.burst_memory, b.cpu_per_run) for _, b in rounds]
+    lines.append(row("bare loop", bare_values, [b.burst_errors + b.errors for _, b in rounds]))
+    ratios: list[str] = []
+    for index, executor in enumerate(args.executors):
+        ours = [(m[index], b) for m, b in rounds]
+        values = [
+            (
+                m.p50_one,
+                m.runs_per_second,
+                m.burst_wall,
+                max(m.burst_memory.values(), default=float("nan")),
+                sum(m.cpu_per_run.values()),
+            )
+            for m, _ in ours
+        ]
+        lines.append(row(executor.name, values, [m.burst_errors + m.errors for m, _ in ours]))
+        p50 = median_of([m.p50_one / b.p50_run for m, b in ours])
+        rps = median_of([b.runs_per_second / m.runs_per_second for m, b in ours])
+        wall = median_of([m.burst_wall / b.burst_wall for m, b in ours])
+        memory = median_of([max(m.burst_memory.values(), default=float("nan")) / b.burst_memory for m, b in ours])
+        ratios.append(
+            f"{executor.name:<11} p50 c=1 {p50:4.2f}x the bare loop's (goal <= 2.0), runs/s 1/{rps:4.2f} of it "
+            f"(goal >= 1/2.5), burst wall {wall:4.2f}x (goal <= 1.5), peak memory {memory:4.2f}x (goal <= 2.0)"
+        )
+    return "\n".join([*lines, "ratios to the bare loop (medians of the rounds' ratios):", *ratios])
+
+
+async def one_round(args: argparse.Namespace, mcp_url: str) -> tuple[list[Measured], Bare]:
+    measured = [Measured(e) for e in args.executors]
+    async with fake_model(0) as model_url:
+        for m in measured:
+            m.runs_per_second, m.p50_run, m.p50_one, m.errors, m.cpu_per_run = await threadline_side(
+                args.backend,
+                m.executor,
+                model_url,
+                mcp_url,
+                args.runs,
+                args.concurrency,
+                args.connections,
+                args.latency_runs,
+            )
+            print(
+                f"{args.backend} {m.executor.name}: {m.runs_per_second:7.1f} runs/s, median run "
+                f"{m.p50_run * 1000:6.1f} ms ({args.concurrency} at a time), {m.p50_one * 1000:6.1f} ms (one at a "
+                f"time), errors {m.errors}, CPU per run "
+                + ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in m.cpu_per_run.items()),
+                flush=True,
+            )
+        bare = await bare_side(model_url, mcp_url, args.runs, args.concurrency, args.latency_runs)
+        print(
+            f"{args.backend} bare loop: {bare.runs_per_second:7.1f} runs/s, median run {bare.p50_run * 1000:6.1f} ms "
+            f"(one at a time), errors {bare.errors}, CPU per run {bare.cpu_per_run * 1000:.1f} ms",
+            flush=True,
+        )
+    if args.burst:
+        async with fake_model(args.burst_latency_ms) as model_url:
+            for m in measured:
+                m.burst_wall, m.burst_errors, m.burst_memory = await burst(
+                    args.backend,
+                    m.executor,
+                    model_url,
+                    mcp_url,
+                    args.burst,
+                    args.burst_latency_ms,
+                    args.connections,
+                )
+            bare.burst_wall, bare.burst_errors, bare.burst_memory = await bare_burst(model_url, mcp_url, args.burst)
+            print(
+                f"{args.backend} bare loop: {args.burst} concurrent runs: wall {bare.burst_wall:.2f} s, errors "
+                f"{bare.burst_errors}, peak memory {bare.burst_memory:.0f} MB",
+                flush=True,
+            )
+    print(table(args.backend, args, measured), flush=True)
+    return measured, bare
+
+
 async def main(args: argparse.Namespace) -> None:
     executors: list[Executor] = args.executors
     if args.backend == "sqlite" and any(e.workers for e in executors):
         raise SystemExit("worker mode needs PostgreSQL: --backend postgresql")
-    measured = [Measured(e) for e in executors]
     everything.entry_file()
+    rounds: list[tuple[list[Measured], Bare]] = []
     async with everything.EverythingHttpServer() as mcp:
-        async with fake_model(0) as model_url:
-            for m in measured:
-                m.runs_per_second, m.p50_run, m.errors, m.cpu_per_run = await threadline_side(
-                    args.backend, m.executor, model_url, mcp.url, args.runs, args.concurrency, args.connections
-                )
-                print(
-                    f"{args.backend} {m.executor.name}: {m.runs_per_second:7.1f} runs/s, median run "
-                    f"{m.p50_run * 1000:6.1f} ms, errors {m.errors}, CPU per run "
-                    + ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in m.cpu_per_run.items()),
-                    flush=True,
-                )
-            bare = await bare_side(model_url, mcp.url, args.runs, args.concurrency)
-        ours = next((m for m in measured if m.executor.name == "in_process"), measured[0])
-        per_step = ours.p50_run / 2
-        print(
-            f"{args.backend}: {args.runs} runs, {args.concurrency} at a time, zero-latency model:\n"
-            f"  Threadline ({ours.executor.name}): {ours.runs_per_second:7.1f} runs/s, median per-step latency "
-            f"{per_step * 1000:6.1f} ms, errors {ours.errors}\n"
-            f"  bare loop:  {bare[0]:7.1f} runs/s, median per-step latency {bare[1] * 1000:6.1f} ms, errors {bare[2]}\n"
-            f"  ratio (bare / Threadline runs/s): {bare[0] / ours.runs_per_second:.2f}x",
-            flush=True,
-        )
-        if args.burst:
-            async with fake_model(args.burst_latency_ms) as model_url:
-                for m in measured:
-                    m.burst_wall, m.burst_errors, m.burst_memory = await burst(
-                        args.backend,
-                        m.executor,
-                        model_url,
-                        mcp.url,
-                        args.burst,
-                        args.burst_latency_ms,
-                        args.connections,
-                    )
-    print(table(args.backend, args, measured), flush=True)
+        for number in range(args.rounds):
+            print(f"{args.backend}: round {number + 1} of {args.rounds}", file=sys.stderr, flush=True)
+            rounds.append(await one_round(args, mcp.url))
+    print(against_bare(args.backend, args, rounds), flush=True)
 
 
 if __name__ == "__main__":
@@ -394,6 +583,8 @@ if __name__ == "__main__":
     parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="postgresql")
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--latency-runs", type=int, default=50, help="runs one at a time, for the p50 at c=1")
+    parser.add_argument("--rounds", type=int, default=3, help="the whole measurement again; the table has medians")
     parser.add_argument("--burst", type=int, default=1000)
     parser.add_argument("--burst-latency-ms", type=float, default=1000)
     parser.add_argument(
@@ -408,6 +599,13 @@ if __name__ == "__main__":
     parser.add_argument(
         "--connections", type=int, default=64, help="PostgreSQL connections a deployment may open in all"
     )
+    parser.add_argument("--bare-burst", type=int, help=argparse.SUPPRESS)  # the bare burst's own process
+    parser.add_argument("--model-url", help=argparse.SUPPRESS)
+    parser.add_argument("--mcp-url", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     RUN_TIMEOUT_SECONDS = arguments.run_timeout
-    asyncio.run(main(arguments))
+    if arguments.bare_burst:
+        found = asyncio.run(bare_burst_here(arguments.model_url, arguments.mcp_url, arguments.bare_burst))
+        print(json.dumps(found), flush=True)
+    else:
+        asyncio.run(main(arguments))
