@@ -1,3 +1,5 @@
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -13,17 +15,47 @@ from fastapi import FastAPI
 from application.ports.persistence import UnitOfWork
 from application.use_cases.organizations import CreateOrganizationCommand
 from infrastructure.container import Container
+from infrastructure.execution.job_queue import QUEUE, work
 from infrastructure.http.app import create_app
 from infrastructure.persistence import migrations
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.resources import close_resources, open_resources
-from infrastructure.settings import Settings
-from tests.databases import fresh_database
+from infrastructure.settings import Executor, Settings
+from tests.databases import backend, fresh_database
 from tests.fakes.loopback import LoopbackServer
 from tests.mcp_servers import everything
 
 PROMPT_FILES_ORG = "prompt-files"
 """The organization the test server's prompts directory serves (tests create it when they need it)."""
+
+QUEUE_NEEDS_POSTGRESQL = "the queue executor needs PostgreSQL: set THREADLINE_TEST_POSTGRES_URL to run it too"
+EXECUTORS = [
+    # None: what pytest sees for a test that is not parametrized, so both share the suite's in-process app.
+    pytest.param(None, id="in_process"),
+    *([pytest.param(Executor.QUEUE, id="queue")] if backend() == "postgresql" else []),
+]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "executors(*ids): run the test once per executor (in_process, and queue on PostgreSQL; or only those "
+        "named), the app and its runs set up for each",
+    )
+
+
+def pytest_report_header() -> str:
+    executors = ", ".join(str(p.id) for p in EXECUTORS)
+    return f"executors: {executors}" + ("" if backend() == "postgresql" else f" ({QUEUE_NEEDS_POSTGRESQL})")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked `executors` (a module's pytestmark, or one test) run on each executor."""
+    marker = metafunc.definition.get_closest_marker("executors")
+    if marker is None or "executor" not in metafunc.fixturenames:
+        return
+    chosen = [p for p in EXECUTORS if not marker.args or p.id in marker.args]
+    metafunc.parametrize("executor", chosen, indirect=True, scope="session")
 
 
 def operator_servers_file(directory: Path) -> Path:
@@ -46,10 +78,23 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def settings(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+def executor(request: pytest.FixtureRequest) -> Executor:
+    """Where the app's runs execute: in this process, unless a test marked `executors` asks for the queue.
+    The suite builds one app per executor, and only one at a time (the routes are wired to one container)."""
+    chosen: Executor | None = getattr(request, "param", None)
+    return chosen or Executor.IN_PROCESS
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str, executor: Executor, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    queue = executor is Executor.QUEUE
     return Settings(
         _env_file=None,
         database_url=database_url,
+        executor=executor,
+        # Two containers (the API's and the worker's) with the job queue's and the event bus's connections each.
+        database_pool_size=8 if queue else 20,
+        worker_grace_seconds=1,  # the worker stops with the session: what a test left held is handed back soon
         log_format="text",
         api_key_touch_seconds=0,
         secret_key="test secret key",
@@ -72,7 +117,53 @@ async def container(settings: Settings) -> AsyncIterator[Container]:
 
 
 @pytest.fixture(scope="session")
-async def app(container: Container) -> AsyncIterator[FastAPI]:
+async def worker(settings: Settings) -> AsyncIterator[Container | None]:
+    """With the queue executor, the worker that executes the app's runs (None otherwise).
+
+    It runs in the test process, through the code `threadline worker` runs (`job_queue.work`: procrastinate's
+    worker and WorkerRuns), on a container of its own with the app's settings: it shares nothing in memory
+    with the app, so run events reach the app's followers through PostgreSQL as they do across processes.
+    Not a `threadline worker` subprocess: tests change what executes runs per test (the `openai` and `traced`
+    fixtures put a fake model and a trace receiver of their own in the containers), which a process started
+    once for the session would not see.
+    """
+    if settings.executor is not Executor.QUEUE:
+        yield None
+        return
+    container = Container()
+    container.settings.override(providers.Object(settings))
+    await open_resources(container)
+    working = asyncio.create_task(
+        work(
+            container.run_executor(),
+            container.worker_runs(),
+            queues=[QUEUE],
+            concurrency=settings.worker_concurrency,
+            grace_seconds=settings.worker_grace_seconds,
+            lost_seconds=settings.worker_lost_seconds,
+            signals=False,  # Ctrl+C stops pytest, not the worker
+        ),
+        name="worker",
+    )
+    try:
+        yield container
+    finally:
+        working.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await working
+        await close_resources(container)
+
+
+@pytest.fixture(scope="session")
+def executing(container: Container, worker: Container | None) -> list[Container]:
+    """The containers whose language model, tracer and tools runs use: the app's, and the worker's in queue mode
+    (the app's executes runs of agents called through /mcp there too)."""
+    return [container] if worker is None else [container, worker]
+
+
+@pytest.fixture(scope="session")
+async def app(container: Container, worker: Container | None) -> AsyncIterator[FastAPI]:
+    """The application; in queue mode, with the worker that executes its runs."""
     application = create_app(container)
     async with LifespanManager(application):
         yield application

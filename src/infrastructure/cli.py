@@ -7,6 +7,7 @@ from typing import Annotated, TypeVar
 from uuid import UUID
 
 import typer
+from cryptography.fernet import Fernet
 from pydantic import ValidationError
 
 from application.caller import Caller
@@ -219,11 +220,18 @@ def revoke_key(
     typer.echo(f"revoked {key.id} ({key.name})")
 
 
+@secrets_app.command("generate")
+def generate_secret() -> None:
+    """Print a new random key for THREADLINE_SECRET_KEY (a Fernet key, used as is: no passphrase derivation)."""
+    typer.echo(Fernet.generate_key().decode())
+
+
 @secrets_app.command("rotate")
 def rotate_secrets() -> None:
     """Re-encrypt every stored credential with the first key of THREADLINE_SECRET_KEY.
 
-    To rotate: put the new key first (`new,old`), run this, then drop the old key.
+    To rotate: put the new key first (`new,old`), run this, then drop the old key. Credentials stored under
+    a passphrase's derivation of older releases (one SHA-256) are moved to its scrypt derivation too.
     """
 
     async def work(c: Container) -> int:

@@ -8,6 +8,7 @@ from dependency_injector import containers, providers
 from application.caller import Caller
 from application.runs.ask_agent import AskAgent
 from application.runs.cancel_run import CancelRun
+from application.runs.conversations import AnswerToolCalls, Converse
 from application.runs.create_run import CreateRun
 from application.runs.execute_run import ExecuteRun
 from application.runs.follow_run import FollowRun
@@ -27,7 +28,8 @@ from application.runs.tools.native import (
     WebsiteContent,
 )
 from application.runs.tools.sub_agents import SubAgentCall
-from application.use_cases.agents import CreateAgent, DeleteAgent, GetAgent, ListAgents, UpdateAgent
+from application.use_cases.agent_models import ListAgentModels
+from application.use_cases.agents import CreateAgent, DeleteAgent, GetAgent, ImportAgent, ListAgents, UpdateAgent
 from application.use_cases.api_keys import AuthenticateApiKey, CreateApiKey, ListApiKeys, RevokeApiKey
 from application.use_cases.integrations import (
     CreateMcpIntegration,
@@ -58,6 +60,7 @@ from application.use_cases.prompt_templates import (
     DeletePromptTemplate,
     GetPromptTemplate,
     ListPromptTemplates,
+    RenderDraftTemplate,
     RenderPromptTemplate,
     UpdatePromptTemplate,
 )
@@ -89,6 +92,7 @@ from infrastructure.security.keys import secret_keys
 from infrastructure.security.secret_box import FernetSecretBox
 from infrastructure.settings import Settings
 from infrastructure.system import SystemClock, Uuid7Generator
+from infrastructure.template_files import ChatMdAgentFiles
 
 
 def _authenticator(make: Callable[[], AuthenticateApiKey]) -> Callable[[str | None], Awaitable[Caller]]:
@@ -134,6 +138,8 @@ class Container(containers.DeclarativeContainer):
     list_agents = providers.Factory(ListAgents, uow=uow)
     update_agent = providers.Factory(UpdateAgent, uow=uow, clock=clock)
     delete_agent = providers.Factory(DeleteAgent, uow=uow, clock=clock)
+    agent_files = providers.Singleton(ChatMdAgentFiles)
+    import_agent = providers.Factory(ImportAgent, files=agent_files, create=create_agent)
 
     create_thread = providers.Factory(CreateThread, uow=uow, clock=clock, ids=ids)
     get_thread = providers.Factory(GetThread, uow=uow)
@@ -271,6 +277,10 @@ class Container(containers.DeclarativeContainer):
         SubmitToolResults, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor
     )
     follow_run = providers.Factory(FollowRun, uow=uow, bus=run_event_bus)
+    # -- the OpenAI-compatible routes -----------------------------------------------------------------
+    list_agent_models = providers.Factory(ListAgentModels, uow=uow)
+    converse = providers.Factory(Converse, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor)
+    answer_tool_calls = providers.Factory(AnswerToolCalls, uow=uow, submit=submit_tool_results)
     # -- prompt templates and /mcp ------------------------------------------------------------------
     prompt_files = resources.Background(
         resources.template_files,
@@ -286,6 +296,7 @@ class Container(containers.DeclarativeContainer):
     list_prompt_templates = providers.Factory(ListPromptTemplates, uow=uow, files=prompt_files)
     get_prompt_template = providers.Factory(GetPromptTemplate, uow=uow, files=prompt_files)
     render_prompt_template = providers.Factory(RenderPromptTemplate, uow=uow, files=prompt_files)
+    render_draft_template = providers.Factory(RenderDraftTemplate)
     list_published = providers.Factory(ListPublished, uow=uow, files=prompt_files)
     call_published_tool = providers.Factory(CallPublishedTool, uow=uow, clock=clock, files=prompt_files, ask=ask_agent)
     get_published_prompt = providers.Factory(GetPublishedPrompt, uow=uow, files=prompt_files)
@@ -296,6 +307,10 @@ class Container(containers.DeclarativeContainer):
         call_tool=call_published_tool.provider,
         get_prompt=get_published_prompt.provider,
         complete=complete_argument.provider,
+    )
+    # On PostgreSQL, integration and publishing changes made through any process reach this one's MCP state.
+    catalog_changes = providers.Resource(
+        resources.catalog_changes, settings=settings, gateway=mcp_gateway, publishing=publishing_server
     )
     mcp_endpoint = providers.Singleton(
         McpEndpoint,

@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 from dependency_injector import containers, providers
+from sqlalchemy.engine import make_url
 
 from application.ports.execution import RunEventBus, RunExecutor
+from application.ports.mcp import McpGateway
 from application.ports.tracing import Tracer
 from application.runs.execute_run import ExecuteRun
 from domain.ids import OrgId, RunId
@@ -18,10 +20,13 @@ from infrastructure.execution import job_queue
 from infrastructure.execution.event_bus import InMemoryRunEventBus
 from infrastructure.execution.in_process import InProcessRunExecutor
 from infrastructure.execution.job_queue import QueueRunExecutor
+from infrastructure.execution.pg_catalog_changes import CatalogChangeListener
 from infrastructure.execution.pg_event_bus import PostgresRunEventBus
 from infrastructure.llm import ModelRouter, language_model
 from infrastructure.mcp_client.gateway import SdkMcpGateway
+from infrastructure.mcp_server.server import PublishingServer
 from infrastructure.persistence.engine import Database
+from infrastructure.persistence.run_holders import holding_runs
 from infrastructure.settings import Executor, Settings
 from infrastructure.template_files.registry import TemplateFileRegistry
 from infrastructure.tracing import LangfuseTracer, NoopTracer
@@ -116,11 +121,12 @@ async def run_executor(settings: Settings, execute_run: Callable[[], ExecuteRun]
         async with job_queue.opened(settings.database_url, pool_size, lost_seconds) as app:
             yield QueueRunExecutor(app, lost_seconds)
         return
-    executor = InProcessRunExecutor(executing(execute_run), concurrency=settings.max_concurrent_runs)
-    try:
-        yield executor
-    finally:
-        await executor.shutdown(grace_seconds=settings.shutdown_grace_seconds)
+    async with holding_runs(settings.database_url):  # other processes leave this one's runs alone
+        executor = InProcessRunExecutor(executing(execute_run), concurrency=settings.max_concurrent_runs)
+        try:
+            yield executor
+        finally:
+            await executor.shutdown(grace_seconds=settings.shutdown_grace_seconds)
 
 
 async def run_event_bus(settings: Settings) -> AsyncIterator[RunEventBus]:
@@ -134,6 +140,19 @@ async def run_event_bus(settings: Settings) -> AsyncIterator[RunEventBus]:
         yield bus
     finally:
         await bus.close()
+
+
+async def catalog_changes(settings: Settings, gateway: McpGateway, publishing: PublishingServer) -> AsyncIterator[None]:
+    """On PostgreSQL, MCP catalog changes made through any process reach this one (see pg_catalog_changes.py)."""
+    if make_url(settings.database_url).get_backend_name() != "postgresql":
+        yield
+        return
+    listener = CatalogChangeListener(settings.database_url, forget=gateway.forget, published=publishing.catalog_changed)
+    await listener.start()
+    try:
+        yield
+    finally:
+        await listener.close()
 
 
 async def template_files(**settings: Any) -> AsyncIterator[TemplateFileRegistry]:

@@ -105,7 +105,8 @@ class Settings(BaseSettings):
     )
     recover_runs: bool = Field(
         default=True,
-        description="At start, resume queued runs and fail interrupted ones (one API process per database)",
+        description="At start, resume queued runs and fail interrupted ones, of processes that stopped "
+        "(the runs of live processes are left alone on PostgreSQL; a SQLite database serves one process)",
     )
     tool_result_max_chars: int = Field(
         default=20_000, ge=100, description="Longer tool results are shortened for the model"

@@ -19,29 +19,33 @@ async def mcp_server() -> AsyncIterator[FakeMcpServer]:
 
 
 @pytest.fixture
-async def openai(container: Container) -> AsyncIterator[FakeOpenAI]:
+async def openai(executing: list[Container]) -> AsyncIterator[FakeOpenAI]:
     """Agents whose model is not the offline one talk to this fake provider, through the real SDK."""
     async with FakeOpenAI() as fake:
         model = language_model(
             openai_api_key="sk-test", openai_base_url=fake.base_url, max_retries=2, timeout_seconds=10
         )
-        container.llm.override(providers.Object(model))
+        for container in executing:
+            container.llm.override(providers.Object(model))
         try:
             yield fake
         finally:
-            container.llm.reset_override()
+            for container in executing:
+                container.llm.reset_override()
             await model.aclose()
 
 
 @pytest.fixture
-async def traced(container: Container) -> AsyncIterator[tuple[LangfuseTracer, OtlpReceiver]]:
+async def traced(executing: list[Container]) -> AsyncIterator[tuple[LangfuseTracer, OtlpReceiver]]:
     async with OtlpReceiver() as receiver:
         tracer = LangfuseTracer(
             public_key=f"pk-lf-{uuid.uuid4().hex}", secret_key="sk-lf-test", base_url=receiver.base_url
         )
-        container.tracer.override(providers.Object(tracer))
+        for container in executing:
+            container.tracer.override(providers.Object(tracer))
         try:
             yield tracer, receiver
         finally:
-            container.tracer.reset_override()
+            for container in executing:
+                container.tracer.reset_override()
             await tracer.shutdown()

@@ -9,13 +9,16 @@ from starlette.routing import Route
 from infrastructure.console import router as console
 from infrastructure.container import Container
 from infrastructure.http.body_limit import BodyLimitMiddleware
+from infrastructure.http.docs import install_docs
 from infrastructure.http.errors import install_error_handlers
+from infrastructure.http.inline_dependencies import inline_trivial_dependencies
 from infrastructure.http.routers import (
     agents,
     api_keys,
     health,
     integrations,
     me,
+    openai_compat,
     prompt_templates,
     runs,
     sources,
@@ -27,7 +30,7 @@ from infrastructure.resources import close_resources, open_resources
 from infrastructure.settings import Executor
 
 logger = logging.getLogger(__name__)
-ROUTERS = (health, me, api_keys, agents, threads, tools, integrations, sources, runs, prompt_templates)
+ROUTERS = (health, me, api_keys, agents, threads, tools, integrations, sources, runs, prompt_templates, openai_compat)
 
 
 def create_app(container: Container | None = None) -> FastAPI:
@@ -60,15 +63,19 @@ def create_app(container: Container | None = None) -> FastAPI:
         version="0.1.0",
         description="Multi-tenant agent platform: agents, threads, runs, and MCP in both directions.",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.container = container
     app.state.stopping = asyncio.Event()  # set by `threadline serve` when asked to stop (see cli.py)
     install_error_handlers(app)
+    install_docs(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings().max_request_bytes)
     app.add_middleware(NulInUrlMiddleware)
     for module in ROUTERS:
         app.include_router(module.router)
     app.include_router(console.router)
+    inline_trivial_dependencies(app)
     # The MCP endpoint is a plain ASGI app (the SDK's transport) behind API key authentication.
     for path in ("/mcp", "/mcp/"):
         app.router.routes.append(Route(path, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False))
