@@ -333,6 +333,69 @@ async def test_a_template_created_through_one_replica_is_announced_to_mcp_client
     assert after - before == {"brief_me"}
 
 
+@dataclass
+class Follower:
+    """An SSE follower reading a run's events as they come."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def follow(self, client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> None:
+        async with client.stream("GET", url, headers=headers) as stream:
+            assert stream.status_code == 200
+            async for line in stream.aiter_lines():
+                if line.startswith("data: "):
+                    self.events.extend(sse_events(line))
+                    self.arrived.set()
+
+    async def until(self, count: int, of_type: str) -> None:
+        while sum(e["type"] == of_type for e in self.events) < count:
+            self.arrived.clear()
+            await self.arrived.wait()
+
+
+async def test_a_run_whose_worker_is_killed_mid_answer_streams_on_to_its_end_with_no_number_twice(
+    deployment: Deployment,
+) -> None:
+    """The worker is killed while its text deltas reach a follower; another takes the run over. The follower,
+    connected throughout, gets every later event and the terminal one; a reconnect with Last-Event-ID of a
+    delta it saw gets the rest, each event once."""
+    held = deployment.model.hold(first_text="one two three four")
+    async with (
+        httpx.AsyncClient(base_url=deployment.apis[0], timeout=60) as a,
+        httpx.AsyncClient(base_url=deployment.apis[1], timeout=60) as b,
+    ):
+        thread = await _thread(a, deployment)
+        created = await a.post(f"/v1/threads/{thread}/runs", json={"input": "a long one"}, headers=deployment.headers)
+        run_id = created.json()["id"]
+        url = f"/v1/runs/{run_id}/events"
+        follower = Follower()
+        following = asyncio.create_task(follower.follow(b, url, deployment.headers))
+        await asyncio.wait_for(follower.until(4, "message.delta"), 30)  # the first holder's deltas came
+        seen_before = [e["seq"] for e in follower.events]
+        [holder] = [w for w in deployment.workers if any(run_id in line for line in w.log)]
+        holder.process.kill()
+        await holder.process.wait()
+        await asyncio.wait_for(following, LOST_SECONDS + 30)  # it ends: the terminal event came
+        everything = sse_events((await b.get(url, headers=deployment.headers)).text)
+        resumed = await a.get(url, headers=deployment.headers | {"Last-Event-ID": str(seen_before[-2])})
+        listed = (await a.get(f"/v1/threads/{thread}/messages", headers=deployment.headers)).json()["data"]
+    deployment.workers.remove(holder)  # a new worker takes its place for the tests after this one
+    deployment.workers.append(await _start("worker-after-kill", deployment.env, "worker", ready="Starting worker"))
+
+    followed = [e["seq"] for e in follower.events]
+    assert follower.events[-1]["type"] == "run.completed", follower.events
+    assert followed == sorted(set(followed))  # in order, none twice
+    assert followed == [e["seq"] for e in everything]  # nothing the run stored or sent later was missed
+    answer = follower.events[-1]["data"]["answer"]
+    after_takeover = [e for e in follower.events if e["seq"] > seen_before[-1]]
+    assert "".join(e["data"]["text"] for e in after_takeover if e["type"] == "message.delta") == answer
+    rest = [e["seq"] for e in sse_events(resumed.text)]
+    assert rest == [seq for seq in followed if seq > seen_before[-2]]  # the rest, each once, from where it was
+    assert [m["role"] for m in listed] == ["user", "assistant"]
+    assert held.abandoned.is_set()
+
+
 async def test_a_worker_stopped_with_sigterm_hands_its_run_to_another_that_finishes_it(
     deployment: Deployment,
 ) -> None:
