@@ -112,6 +112,22 @@ class SourceNotFound(NotFound):
     pass
 
 
+class UnsupportedSourceType(ApplicationError):
+    """An uploaded file is of a kind sources cannot hold (text, Markdown, CSV, HTML and PDF are read)."""
+
+
+class SourceTooLarge(ApplicationError):
+    """An uploaded file is larger than the operator allows for a source."""
+
+
+class UnreadableSource(ApplicationError):
+    """An uploaded file cannot be read as what it claims to be, or holds no text."""
+
+
+class DuplicateSource(Conflict):
+    """The same content was already uploaded to this thread or agent."""
+
+
 class RunNotFound(NotFound):
     pass
 

@@ -64,7 +64,15 @@ from application.use_cases.prompt_templates import (
     RenderPromptTemplate,
     UpdatePromptTemplate,
 )
-from application.use_cases.sources import GetSource, ListSources
+from application.use_cases.sources import (
+    DeleteSource,
+    GetSource,
+    ListPassages,
+    ListSources,
+    ReindexSource,
+    SearchSources,
+    UploadSource,
+)
 from application.use_cases.threads import (
     AppendUserMessage,
     CreateThread,
@@ -75,6 +83,8 @@ from application.use_cases.threads import (
 )
 from domain.tools import ToolType
 from infrastructure import resources
+from infrastructure.documents.fetcher import HttpFileFetcher
+from infrastructure.documents.reader import FileDocumentReader
 from infrastructure.execution.job_queue import WorkerRuns
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
 from infrastructure.mcp_server.endpoint import McpEndpoint
@@ -227,6 +237,19 @@ class Container(containers.DeclarativeContainer):
     code_sandbox = providers.Singleton(SubprocessPythonSandbox, settings.provided.code_execution_enabled)
     web_outbound = providers.Singleton(NetworkPolicy, allowed_networks=settings.provided.web_allowed_networks)
     web_pages = providers.Singleton(HttpWebPageReader, web_outbound)
+    upload_source = providers.Factory(
+        UploadSource,
+        uow=uow,
+        clock=clock,
+        ids=ids,
+        reader=providers.Singleton(FileDocumentReader),
+        fetcher=providers.Singleton(HttpFileFetcher, web_outbound),
+        max_source_bytes=settings.provided.max_source_bytes,
+    )
+    delete_source = providers.Factory(DeleteSource, uow=uow)
+    reindex_source = providers.Factory(ReindexSource, uow=uow)
+    list_passages = providers.Factory(ListPassages, uow=uow)
+    search_sources = providers.Factory(SearchSources, uow=uow)
     tool_assembler = providers.Factory(
         ToolAssembler,
         uow=uow,

@@ -28,6 +28,7 @@ class _StaleFirstRead:
             t.prompt_templates,
             t.argument_values,
         )
+        self.passages = t.passages
 
     def read_only(self) -> FakeUnitOfWork:
         before, self._before = self._before, None

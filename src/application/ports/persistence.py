@@ -15,7 +15,7 @@ from domain.organizations import Organization
 from domain.prompt_templates import PromptTemplate
 from domain.run_events import RunEvent
 from domain.runs import Run, RunStatus
-from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin
+from domain.sources import CreatedBy, Passage, Source, SourceKind, SourceOrigin
 from domain.threads import Thread
 
 
@@ -123,10 +123,51 @@ class SourceRepository(Protocol):
         limit: int,
         after: SourceId | None,
     ) -> Sequence[SourceSummary]: ...
-    async def readable(
-        self, org_id: OrgId, *, thread_id: ThreadId, agent_id: AgentId | None, limit: int
-    ) -> Sequence[Source]:
-        """Text and table sources of the thread and of the agent, newest first, with their content."""
+    async def find_by_hash(
+        self, org_id: OrgId, content_hash: str, *, thread_id: ThreadId | None, agent_id: AgentId | None
+    ) -> SourceSummary | None:
+        """The thread's (or the agent's) source with this content hash, if there is one."""
+        ...
+
+    async def delete(self, org_id: OrgId, source_id: SourceId) -> bool:
+        """Deletes the source and its passages; False when there was none."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchScope:
+    """Whose sources a search reads: a thread's and its agent's, or one agent's; maybe one source only."""
+
+    thread_id: ThreadId | None = None
+    agent_id: AgentId | None = None
+    source_id: SourceId | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassageHit:
+    """A passage a search found, best first, with the source it comes from."""
+
+    source_id: SourceId
+    source_name: str
+    passage: Passage
+    snippet: str
+    """The passage's words around the query's terms"""
+    score: float
+    """Higher is better; only comparable within one search"""
+
+
+class PassageRepository(Protocol):
+    async def replace(self, source: Source, passages: Sequence[Passage]) -> None:
+        """The source's passages become these (indexed for full-text search)."""
+        ...
+
+    async def list(self, org_id: OrgId, source_id: SourceId, *, limit: int, after: int | None) -> Sequence[Passage]:
+        """The source's passages in order, from the one after position `after`."""
+        ...
+
+    async def search(self, org_id: OrgId, scope: SearchScope, query: str, *, limit: int) -> Sequence[PassageHit]:
+        """Full-text search: the best passages for the query's words, in the organization's language.
+        Any text is a valid query (operators a user typed are words like the others)."""
         ...
 
 
@@ -214,6 +255,7 @@ class UnitOfWork(Protocol):
     messages: MessageRepository
     integrations: McpIntegrationRepository
     sources: SourceRepository
+    passages: PassageRepository
     runs: RunRepository
     run_events: RunEventRepository
     prompt_templates: PromptTemplateRepository

@@ -23,7 +23,7 @@ from application.ports.system import Clock, IdGenerator
 from domain.errors import InvalidValue
 from domain.ids import AgentId, IntegrationId, OrgId, SourceId, ThreadId
 from domain.mcp_prompts import PromptResult
-from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin, table_from_rows
+from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin, passages_of, table_from_rows
 
 CSV_MIME_TYPES = frozenset({"text/csv", "application/csv", "text/comma-separated-values"})
 
@@ -183,6 +183,7 @@ class RetrieveMcpResource:
             await self._check_owner(uow, command)  # the thread or agent may have gone meanwhile
             for source in sources:
                 await uow.sources.add(source)
+                await uow.passages.replace(source, passages_of(source))
             await uow.commit()
         preview = "\n\n".join(f"{s.name}: {s.preview()}" for s in sources) or "(the resource is empty)"
         return ImportedResource(sources=sources, preview=preview)

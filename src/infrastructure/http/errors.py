@@ -23,7 +23,10 @@ from application.errors import (
     NotFound,
     PermissionDenied,
     RunNotCompleted,
+    SourceTooLarge,
     StorageUnavailable,
+    UnreadableSource,
+    UnsupportedSourceType,
     UrlNotAllowed,
 )
 from domain.errors import DomainError, IllegalTransition, InvalidValue
@@ -47,6 +50,9 @@ ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
     (McpAuthFailed, 502),
     (McpProtocolError, 502),
     (InvalidCursor, 400),
+    (SourceTooLarge, 413),
+    (UnsupportedSourceType, 415),
+    (UnreadableSource, 422),
     (InvalidReference, 422),
     (UrlNotAllowed, 422),
     (InvalidValue, 422),

@@ -37,6 +37,7 @@ _TITLES = {
     404: "Not found",
     409: "Conflicts with the current state",
     413: "Request body too large",
+    415: "Unsupported file type",
     422: "Not valid",
     500: "Internal error",
     502: "The MCP server failed",

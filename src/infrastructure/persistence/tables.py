@@ -43,6 +43,8 @@ organizations = Table(
     Column("name", String(200), nullable=False),
     Column("slug", String(64), nullable=False, unique=True),
     _timestamp("created_at"),
+    # The text search configuration its sources' passages are indexed in (PostgreSQL).
+    Column("search_language", String(64), nullable=False, server_default="english"),
 )
 
 api_keys = Table(
@@ -156,8 +158,30 @@ sources = Table(
     Column("data", Json, nullable=True),
     Column("blob", LargeBinary, nullable=True),
     _timestamp("created_at"),
+    Column("content_hash", String(64), nullable=True),
     Index(None, "thread_id", "id"),
     Index(None, "agent_id", "id"),
+    Index(None, "org_id", "content_hash"),
+)
+
+# The full-text index over `heading` and `text` is the migration's (0011): an FTS5 table on SQLite, a
+# `search_vector` column with a GIN index on PostgreSQL; see migrations.described_by_tables.
+source_passages = Table(
+    "source_passages",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    Column("org_id", Uuid, ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("source_id", Uuid, ForeignKey("sources.id", ondelete="CASCADE"), nullable=False),
+    Column("thread_id", Uuid, nullable=True),
+    Column("agent_id", Uuid, nullable=True),
+    Column("position", Integer, nullable=False),
+    Column("heading", Text, nullable=True),
+    Column("page", Integer, nullable=True),
+    Column("table_row", Integer, nullable=True),
+    Column("text", Text, nullable=False),
+    Index(None, "source_id", "position", unique=True),
+    Index(None, "org_id", "thread_id"),
+    Index(None, "org_id", "agent_id"),
 )
 
 runs = Table(

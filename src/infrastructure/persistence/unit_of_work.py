@@ -13,6 +13,7 @@ from infrastructure.persistence.repositories.api_keys import SqlApiKeyRepository
 from infrastructure.persistence.repositories.integrations import SqlMcpIntegrationRepository
 from infrastructure.persistence.repositories.messages import SqlMessageRepository
 from infrastructure.persistence.repositories.organizations import SqlOrganizationRepository
+from infrastructure.persistence.repositories.passages import SqlPassageRepository
 from infrastructure.persistence.repositories.prompt_templates import (
     SqlArgumentValueRepository,
     SqlPromptTemplateRepository,
@@ -34,6 +35,7 @@ class Transaction:
         self.messages = SqlMessageRepository(connection)
         self.integrations = SqlMcpIntegrationRepository(connection)
         self.sources = SqlSourceRepository(connection)
+        self.passages = SqlPassageRepository(connection)
         self.runs = SqlRunRepository(connection)
         self.run_events = SqlRunEventRepository(connection)
         self.prompt_templates = SqlPromptTemplateRepository(connection)

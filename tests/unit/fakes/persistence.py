@@ -6,6 +6,7 @@ Entities are copied in and out, so changing a loaded entity without saving it ch
 """
 
 import copy
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -20,9 +21,12 @@ from application.ports.persistence import (
     McpIntegrationRepository,
     MessageRepository,
     OrganizationRepository,
+    PassageHit,
+    PassageRepository,
     PromptTemplateRepository,
     RunEventRepository,
     RunRepository,
+    SearchScope,
     SourceRepository,
     SourceSummary,
     ThreadRepository,
@@ -36,7 +40,7 @@ from domain.organizations import Organization
 from domain.prompt_templates import PromptTemplate
 from domain.run_events import RunEvent
 from domain.runs import Run, RunStatus
-from domain.sources import Source, SourceKind
+from domain.sources import Passage, Source
 from domain.threads import Thread
 
 K = TypeVar("K")
@@ -54,6 +58,7 @@ class Store:
     messages: dict[MessageId, Message] = field(default_factory=dict)
     integrations: dict[IntegrationId, McpIntegration] = field(default_factory=dict)
     sources: dict[SourceId, Source] = field(default_factory=dict)
+    passages: dict[tuple[SourceId, int], tuple[Source, Passage]] = field(default_factory=dict)
     runs: dict[RunId, Run] = field(default_factory=dict)
     run_events: dict[tuple[RunId, int], tuple[OrgId, RunEvent]] = field(default_factory=dict)
     templates: dict[tuple[OrgId, str], PromptTemplate] = field(default_factory=dict)
@@ -314,17 +319,58 @@ class FakeSources:
         )
         return [_summary(s) for s in _page(found, lambda s: s.id, after, limit)]
 
-    async def readable(
-        self, org_id: OrgId, *, thread_id: ThreadId, agent_id: AgentId | None, limit: int
-    ) -> Sequence[Source]:
+    async def find_by_hash(
+        self, org_id: OrgId, content_hash: str, *, thread_id: ThreadId | None, agent_id: AgentId | None
+    ) -> SourceSummary | None:
         found = self.table.where(
             lambda s: (
                 s.org_id == org_id
-                and s.kind is not SourceKind.BLOB
-                and (s.thread_id == thread_id or (agent_id is not None and s.agent_id == agent_id))
+                and s.content_hash == content_hash
+                and (s.thread_id == thread_id if thread_id is not None else s.agent_id == agent_id)
             )
         )
-        return sorted(found, key=lambda s: s.id, reverse=True)[:limit]
+        return _summary(found[0]) if found else None
+
+    async def delete(self, org_id: OrgId, source_id: SourceId) -> bool:
+        if await self.get(org_id, source_id) is None:
+            return False
+        self.table.delete(source_id)
+        return True
+
+
+class FakePassages:
+    """Passages searched by the words they share with the query (the databases rank by bm25 or ts_rank_cd)."""
+
+    def __init__(self, table: Table[tuple[SourceId, int], tuple[Source, Passage]]) -> None:
+        self.table = table
+
+    async def replace(self, source: Source, passages: Sequence[Passage]) -> None:
+        for key, _ in self.table.items():
+            if key[0] == source.id:
+                self.table.delete(key)
+        for passage in passages:
+            self.table.put((source.id, passage.position), (source, passage))
+
+    async def list(self, org_id: OrgId, source_id: SourceId, *, limit: int, after: int | None) -> Sequence[Passage]:
+        found = [p for s, p in self.table.values() if s.org_id == org_id and s.id == source_id]
+        return _page(found, lambda p: p.position, after, limit)
+
+    async def search(self, org_id: OrgId, scope: SearchScope, query: str, *, limit: int) -> Sequence[PassageHit]:
+        words = set(re.findall(r"\w+", query.lower()))
+        hits = []
+        for source, passage in self.table.values():
+            owned = (scope.thread_id is not None and source.thread_id == scope.thread_id) or (
+                scope.agent_id is not None and source.agent_id == scope.agent_id
+            )
+            if source.org_id != org_id or not owned or scope.source_id not in (None, source.id):
+                continue
+            score = len(words & set(re.findall(r"\w+", f"{passage.heading or ''} {passage.text}".lower())))
+            if score:
+                hit = PassageHit(
+                    source_id=source.id, source_name=source.name, passage=passage, snippet=passage.text, score=score
+                )
+                hits.append(hit)
+        return sorted(hits, key=lambda h: -h.score)[:limit]
 
 
 def _summary(source: Source) -> SourceSummary:
@@ -496,6 +542,7 @@ class FakeUnitOfWork:
         self.threads: ThreadRepository = FakeThreads(self._table(s.threads), messages)
         self.integrations: McpIntegrationRepository = FakeIntegrations(self._table(s.integrations))
         self.sources: SourceRepository = FakeSources(self._table(s.sources))
+        self.passages: PassageRepository = FakePassages(self._table(s.passages))
         self.runs: RunRepository = FakeRuns(self._table(s.runs))
         self.run_events: RunEventRepository = FakeRunEvents(self._table(s.run_events))
         self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))
