@@ -134,12 +134,16 @@ class Run:
     parent_run_id: RunId | None = None
     instructions: str | None = None
     """Added to the agent's instructions for this run only (a client's system messages)."""
+    request_id: str | None = None
+    """The id of the HTTP request that created the run (its X-Request-Id), to find its log lines."""
     cancel_requested: bool = False
     started_at: datetime | None = None
     ended_at: datetime | None = None
     lease: int = 0
     """How many times a process took the run to execute it. Only the latest taker may write the run: the writes
     of one whose lease is older (it was thought lost, and another took over) are refused."""
+    steps_in_ledger: int = 0
+    """How many of its steps the usage ledger has (kept by the repository that stores the run, like `lease`)."""
 
     def __post_init__(self) -> None:
         if self.idempotency_key is not None and not (1 <= len(self.idempotency_key) <= IDEMPOTENCY_KEY_MAX):

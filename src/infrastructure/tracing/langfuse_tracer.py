@@ -31,6 +31,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
 from application.ports.tracing import Level, RunTrace, TraceGeneration, TraceSpan
+from application.request_context import current_request_id
 from domain.usage import Usage
 from infrastructure.tracing.langfuse_registry import LangfuseRegistry
 from infrastructure.tracing.noop import NoopGeneration, NoopRunTrace, NoopSpan
@@ -239,7 +240,15 @@ class LangfuseTracer:
         if self._client is None or self._closed:
             return NoopRunTrace()
         try:
-            trace_metadata = {**(metadata or {}), "org_id": org_id, "agent_id": agent_id, "run_id": run_id}
+            # The request that created the run (in a worker, the one the run remembers: see job_queue.py).
+            request_id = current_request_id.get()
+            trace_metadata = {
+                **(metadata or {}),
+                "org_id": org_id,
+                "agent_id": agent_id,
+                "run_id": run_id,
+                "request_id": request_id,
+            }
             attributes = _TraceAttributes(
                 session_id=thread_id,
                 trace_name=name,
