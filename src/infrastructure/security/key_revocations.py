@@ -69,9 +69,10 @@ class KeyRevocationListener:
                         failures = 0
                         async for notification in listener.notifies():
                             self._received(notification.payload)
-                except psycopg.OperationalError:
+                except psycopg.Error:
                     logger.warning("the connection that receives API key revocations was lost; reconnecting")
-            self._keys.distrust()
+                finally:
+                    self._keys.distrust()  # whatever ended the listening, revocations may go unseen now
             listener = await self._reconnect(failures)
             failures += 1
 
