@@ -2,7 +2,16 @@
 
 from typing import Protocol
 
+from application.errors import ApplicationError
 from domain.ids import OrgId
+
+
+class RateLimited(ApplicationError):
+    """Too many requests or runs in the current minute; nothing was created. Try again after Retry-After."""
+
+    def __init__(self, detail: str, *, retry_after_seconds: int) -> None:
+        super().__init__(detail)
+        self.retry_after_seconds = retry_after_seconds
 
 
 class RunRateLimit(Protocol):
