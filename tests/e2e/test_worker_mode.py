@@ -107,9 +107,10 @@ def _environment(url: str, model: FakeOpenAI, data_dir: Path, executor: str) -> 
     }
 
 
-async def _organization(env: dict[str, str]) -> dict[str, str]:
-    """Migrates the database and creates an organization: the headers of its admin key."""
-    await _run(env, "migrate")
+async def _organization(env: dict[str, str], *, migrate: bool = True) -> dict[str, str]:
+    """Migrates the database (unless told not to) and creates an organization: the headers of its admin key."""
+    if migrate:
+        await _run(env, "migrate")
     key = re.search(r"(tl_\S+)", await _run(env, "orgs", "create", "Workers"))
     assert key is not None
     return {"Authorization": f"Bearer {key.group(1)}"}
@@ -123,16 +124,29 @@ async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
     try:
         async with FakeOpenAI(responder=echo_text, record_requests=False) as model:
             env = _environment(url, model, tmp_path_factory.mktemp("data"), "queue")
-            headers = await _organization(env)
+            await _run(env, "migrate")
             processes: list[Process] = []
             workers: list[Process] = []
             try:
                 ports = [_free_port(), _free_port()]
-                for index, port in enumerate(ports):
-                    args = ("serve", "--no-migrate", "--port", str(port))
-                    processes.append(await _start(f"api-{index}", env, *args, ready="Application startup complete"))
-                workers += [await _start(f"worker-{i}", env, "worker", ready="Starting worker") for i in range(2)]
-                processes += workers
+                starting = [
+                    *(
+                        _start(f"api-{i}", env, "serve", "--no-migrate", "--port", str(port), ready="startup complete")
+                        for i, port in enumerate(ports)
+                    ),
+                    *(_start(f"worker-{i}", env, "worker", ready="Starting worker") for i in range(2)),
+                ]
+                # Side by side, and with the organization made meanwhile: each process takes seconds to start.
+                organization, *results = await asyncio.gather(
+                    _organization(env, migrate=False), *starting, return_exceptions=True
+                )
+                processes += [p for p in results if isinstance(p, Process)]
+                for failed in [organization, *results]:
+                    if isinstance(failed, BaseException):
+                        raise failed
+                assert isinstance(organization, dict)
+                headers: dict[str, str] = organization
+                workers += processes[2:]
                 yield Deployment(
                     apis=[f"http://127.0.0.1:{port}" for port in ports],
                     workers=workers,
@@ -245,10 +259,14 @@ async def test_a_new_api_process_started_next_to_a_live_one_leaves_its_runs_alon
     try:
         async with FakeOpenAI(responder=echo_text, record_requests=False) as model:
             env = _environment(url, model, tmp_path_factory.mktemp("data"), "in_process")
-            headers = await _organization(env)
+            await _run(env, "migrate")
             port_a, port_b = _free_port(), _free_port()
             args = ("serve", "--no-migrate", "--port")
-            started.append(await _start("api-a", env, *args, str(port_a), ready="Application startup complete"))
+            api_a = asyncio.create_task(_start("api-a", env, *args, str(port_a), ready="Application startup complete"))
+            try:
+                headers = await _organization(env, migrate=False)  # while A starts
+            finally:
+                started.append(await api_a)
             held = [model.hold() for _ in range(5)]
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_a}", timeout=60) as a:
                 live = Deployment(apis=[], workers=[], headers=headers, model=model, env=env)
@@ -333,6 +351,17 @@ async def test_a_template_created_through_one_replica_is_announced_to_mcp_client
     assert after - before == {"brief_me"}
 
 
+@contextlib.asynccontextmanager
+async def _replaced(deployment: Deployment, stopped: Process) -> AsyncIterator[None]:
+    """A new worker takes the place of one that stopped, for the tests after this one; it starts meanwhile."""
+    starting = asyncio.create_task(_start(f"{stopped.name}-next", deployment.env, "worker", ready="Starting worker"))
+    try:
+        yield
+    finally:
+        deployment.workers.remove(stopped)
+        deployment.workers.append(await starting)
+
+
 @dataclass
 class Follower:
     """An SSE follower reading a run's events as they come."""
@@ -376,12 +405,11 @@ async def test_a_run_whose_worker_is_killed_mid_answer_streams_on_to_its_end_wit
         [holder] = [w for w in deployment.workers if any(run_id in line for line in w.log)]
         holder.process.kill()
         await holder.process.wait()
-        await asyncio.wait_for(following, LOST_SECONDS + 30)  # it ends: the terminal event came
-        everything = sse_events((await b.get(url, headers=deployment.headers)).text)
-        resumed = await a.get(url, headers=deployment.headers | {"Last-Event-ID": str(seen_before[-2])})
-        listed = (await a.get(f"/v1/threads/{thread}/messages", headers=deployment.headers)).json()["data"]
-    deployment.workers.remove(holder)  # a new worker takes its place for the tests after this one
-    deployment.workers.append(await _start("worker-after-kill", deployment.env, "worker", ready="Starting worker"))
+        async with _replaced(deployment, holder):
+            await asyncio.wait_for(following, LOST_SECONDS + 30)  # it ends: the terminal event came
+            everything = sse_events((await b.get(url, headers=deployment.headers)).text)
+            resumed = await a.get(url, headers=deployment.headers | {"Last-Event-ID": str(seen_before[-2])})
+            listed = (await a.get(f"/v1/threads/{thread}/messages", headers=deployment.headers)).json()["data"]
 
     followed = [e["seq"] for e in follower.events]
     assert follower.events[-1]["type"] == "run.completed", follower.events
@@ -408,14 +436,13 @@ async def test_a_worker_stopped_with_sigterm_hands_its_run_to_another_that_finis
         [holder] = [w for w in deployment.workers if any(run_id in line for line in w.log)]
         holder.process.send_signal(signal.SIGTERM)
         await asyncio.wait_for(holder.process.wait(), 30)  # after its 1 s grace, the run goes back
-        held.release()
-        stream = await a.get(f"/v1/runs/{run_id}/events", headers=deployment.headers)
-        listed = (await a.get(f"/v1/threads/{thread}/messages", headers=deployment.headers)).json()["data"]
+        async with _replaced(deployment, holder):
+            held.release()
+            stream = await a.get(f"/v1/runs/{run_id}/events", headers=deployment.headers)
+            listed = (await a.get(f"/v1/threads/{thread}/messages", headers=deployment.headers)).json()["data"]
     assert sse_events(stream.text)[-1]["type"] == "run.completed"
     assert [m["role"] for m in listed] == ["user", "assistant"]
     assert any("handed back" in line for line in holder.log)
-    deployment.workers.remove(holder)  # a new worker takes its place for the tests after this one
-    deployment.workers.append(await _start("worker-new", deployment.env, "worker", ready="Starting worker"))
 
 
 async def test_the_runs_of_a_killed_worker_are_taken_over_and_each_ends_once(deployment: Deployment) -> None:
