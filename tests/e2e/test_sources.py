@@ -335,3 +335,13 @@ async def test_another_organization_cannot_upload_search_or_read_passages(
     assert len(await search(client, owner, thread, "compost")) == 1
     intruder_thread = await new_thread(client, intruder)
     assert await search(client, intruder, intruder_thread, "compost") == []
+
+
+async def test_a_long_question_finds_the_passage_holding_most_of_its_words(
+    client: httpx.AsyncClient, tenant: Tenant, thread: str
+) -> None:
+    await upload(client, tenant, f"/v1/threads/{thread}/sources", "garden.md", MARKDOWN)
+    question = "Which bin do kitchen scraps go in, and where do leaves and straw go?"
+    for limit in ("1", "10"):
+        [best, *_] = await search(client, tenant, thread, question, limit=limit)
+        assert best["passage"]["heading"] == "Garden handbook > Compost"

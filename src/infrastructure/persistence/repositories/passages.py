@@ -1,6 +1,7 @@
 """Passages of sources and their full-text search: FTS5 with bm25 on SQLite, a tsvector with
 ts_rank_cd on PostgreSQL (both kept up to date by triggers of migration 0011)."""
 
+import itertools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -41,6 +42,9 @@ _STOP_WORDS = frozenset(
     }
 )  # fmt: skip
 _SNIPPET_WORDS = 32
+_LEXEME = re.compile(r"'(?:[^']|'')+'")
+_PLAIN_WORDS = re.compile(r"'(?:[^']|'')+'(?: & '(?:[^']|'')+')*")
+"""websearch_to_tsquery's text for plain words: quoted lexemes joined by &"""
 _HIGHLIGHT = ("**", "**")
 
 
@@ -97,23 +101,69 @@ class SqlPassageRepository:
         if not _WORDS.search(query):
             return []
         conditions = [table.c.org_id == org_id, *_scope(scope)]
-        if self._conn.dialect.name == "postgresql":
-            statement = _postgres(org_id, query, conditions, limit)
-        else:
-            statement = _sqlite(query, conditions, limit)
-        return [
-            PassageHit(
-                source_id=SourceId(row.source_id),
-                source_name=row.source_name,
-                passage=_passage(row),
-                snippet=row.snippet or row.text[:300],
-                score=float(row.score),
-            )
-            for row in await self._conn.execute(statement)
-        ]
+        postgres = self._conn.dialect.name == "postgresql"
+        words = await self._lexemes(org_id, query) if postgres else _fts5_words(query)
+        # Ranking every passage that holds any one word of a question is slow on a large index (common words
+        # are in thousands): rank those holding three of its words first, then two, and all only if too few.
+        for needed in _NARROWING:
+            if len(words) >= needed + 2 and len(words) <= _MAX_NARROWED[needed]:
+                narrowed = _postgres_narrowed(words, needed) if postgres else _fts5_narrowed(words, needed)
+                statement = (
+                    _postgres(org_id, query, conditions, limit, narrowed)
+                    if postgres
+                    else _sqlite(narrowed, conditions, limit)
+                )
+                hits = _hits(await self._conn.execute(statement))
+                if len(hits) >= limit:
+                    return hits
+        if postgres:
+            return _hits(await self._conn.execute(_postgres(org_id, query, conditions, limit)))
+        return _hits(await self._conn.execute(_sqlite(fts5_query(query), conditions, limit)))
+
+    async def _lexemes(self, org_id: OrgId, query: str) -> Sequence[str]:
+        """The query's lexemes as websearch_to_tsquery finds them (quoted), when the query is plain words
+        (no phrase, or, -not: those are searched as the user wrote them)."""
+        parsed = await self._conn.scalar(select(cast(func.websearch_to_tsquery(_config(org_id), query), Text)))
+        if not parsed or not _PLAIN_WORDS.fullmatch(parsed):
+            return []
+        return list(dict.fromkeys(_LEXEME.findall(parsed)))
 
 
-def _sqlite(query: str, conditions: Sequence[ColumnElement[bool]], limit: int) -> Select[Any]:
+_NARROWING = (3, 2)
+"""How many of the query's words a passage holds, in the narrowed searches tried first"""
+_MAX_NARROWED = {3: 10, 2: 14}
+"""The most words a query may have for each narrowed search (their combinations make its terms)"""
+
+
+def _fts5_words(text: str) -> list[str]:
+    words = [w.lower() for w in _WORDS.findall(text)]
+    return list(dict.fromkeys(w for w in words if w not in _STOP_WORDS))
+
+
+def _fts5_narrowed(words: Sequence[str], needed: int) -> str:
+    return " OR ".join(
+        "(" + " AND ".join(f'"{w}"' for w in combination) + ")" for combination in itertools.combinations(words, needed)
+    )
+
+
+def _postgres_narrowed(lexemes: Sequence[str], needed: int) -> str:
+    return " | ".join("(" + " & ".join(combination) + ")" for combination in itertools.combinations(lexemes, needed))
+
+
+def _hits(rows: Any) -> list[PassageHit]:
+    return [
+        PassageHit(
+            source_id=SourceId(row.source_id),
+            source_name=row.source_name,
+            passage=_passage(row),
+            snippet=row.snippet or row.text[:300],
+            score=float(row.score),
+        )
+        for row in rows
+    ]
+
+
+def _sqlite(match: str, conditions: Sequence[ColumnElement[bool]], limit: int) -> Select[Any]:
     # The FTS5 table, and its name as the hidden column MATCH, bm25 and snippet take.
     fts_table = sql_table("source_passages_fts", column("rowid", Integer))
     fts: ColumnElement[Any] = literal_column("source_passages_fts")
@@ -129,35 +179,40 @@ def _sqlite(query: str, conditions: Sequence[ColumnElement[bool]], limit: int) -
         .select_from(fts_table)
         .join(table, table.c.id == fts_table.c.rowid)
         .join(sources, sources.c.id == table.c.source_id)
-        .where(fts.op("MATCH")(fts5_query(query)), *conditions)
+        .where(fts.op("MATCH")(match), *conditions)
         .order_by(rank)
         .limit(limit)
     )
 
 
-def _postgres(org_id: OrgId, query: str, conditions: Sequence[ColumnElement[bool]], limit: int) -> Select[Any]:
-    def config() -> ColumnElement[Any]:
-        language = select(organizations.c.search_language).where(organizations.c.id == org_id)
-        return cast(language.scalar_subquery(), REGCONFIG)
+def _config(org_id: OrgId) -> ColumnElement[Any]:
+    """The organization's text search configuration."""
+    language = select(organizations.c.search_language).where(organizations.c.id == org_id)
+    return cast(language.scalar_subquery(), REGCONFIG)
 
+
+def _postgres(
+    org_id: OrgId, query: str, conditions: Sequence[ColumnElement[bool]], limit: int, candidates: str | None = None
+) -> Select[Any]:
     def terms() -> ColumnElement[Any]:
         # websearch_to_tsquery reads any text safely ("quotes", or, -not); its ANDs become ORs so a question
         # finds the passages holding most of its words (ranked by cover density), not only those holding all.
-        parsed = func.websearch_to_tsquery(config(), query)
+        parsed = func.websearch_to_tsquery(_config(org_id), query)
         return cast(func.replace(cast(parsed, Text), " & ", " | "), TSQUERY)
 
     vector = literal_column("source_passages.search_vector", TSVECTOR)
     rank = func.ts_rank_cd(vector, terms()).cast(Float)
+    matching = terms() if candidates is None else cast(candidates, TSQUERY)
     best = (
         select(table.c.id, rank.label("score"))
-        .where(vector.op("@@")(terms()), *conditions)
+        .where(vector.op("@@")(matching), *conditions)
         .order_by(rank.desc())
         .limit(limit)
         .subquery()
     )
     # The headline of the few best passages only: ts_headline reads the whole text, too slow for every match.
     headline = func.ts_headline(
-        config(), table.c.text, terms(), f"MaxWords={_SNIPPET_WORDS},MinWords=12,StartSel=**,StopSel=**"
+        _config(org_id), table.c.text, terms(), f"MaxWords={_SNIPPET_WORDS},MinWords=12,StartSel=**,StopSel=**"
     )
     return (
         select(*table.c, sources.c.name.label("source_name"), headline.label("snippet"), best.c.score)
