@@ -1,15 +1,20 @@
-"""Worker mode's gaps, on PostgreSQL: a process whose link to the others was down still gives its followers
-the events stored meanwhile."""
+"""Worker mode's gaps, on PostgreSQL: a run taken over from a lost worker goes back to the queue fenced off
+from that worker (which may be silent rather than dead); a process whose link to the others was down still
+gives its followers the events stored meanwhile."""
 
 import asyncio
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import psycopg
 import pytest
 
+from application.errors import LeaseLost
 from domain.run_events import RunEvent, RunInProgress
+from domain.runs import RunStatus
 from infrastructure.container import Container
+from infrastructure.execution import job_queue
 from infrastructure.execution.pg_event_bus import PostgresRunEventBus, libpq_dsn
 from infrastructure.settings import Settings
 from tests.conftest import as_port
@@ -17,8 +22,40 @@ from tests.databases import backend
 from tests.integration.test_run_leases import queued_run
 
 pytestmark = pytest.mark.skipif(
-    backend() != "postgresql", reason="LISTEN/NOTIFY needs PostgreSQL (set THREADLINE_TEST_POSTGRES_URL)"
+    backend() != "postgresql",
+    reason="the job queue and LISTEN/NOTIFY need PostgreSQL (set THREADLINE_TEST_POSTGRES_URL)",
 )
+
+
+async def test_a_run_taken_over_from_a_lost_worker_refuses_that_workers_late_writes(
+    container: Container, settings: Settings
+) -> None:
+    _thread, run = await queued_run(container)
+    async with as_port(container.uow()) as uow:  # the worker that is lost took the run
+        held = await uow.runs.claim(run.org_id, run.id)
+        assert held is not None
+        await uow.commit()
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        # Its job, as a worker that stopped sending heartbeats left it (scheduled late: no live worker takes it).
+        job = app.configure_task(job_queue.TASK, lock=str(run.id), queueing_lock=str(run.id), schedule_in={"hours": 1})
+        job_id = await job.defer_async(org_id=str(run.org_id), run_id=str(run.id))
+        await app.connector.execute_query_async(
+            "UPDATE procrastinate_jobs SET status = 'doing' WHERE id = %(id)s", id=job_id
+        )
+        context: Any = SimpleNamespace(app=app, additional_context={job_queue.LOST_SECONDS: 4})
+        await job_queue._take_over_lost_runs(context, 0)
+        [row] = await app.connector.execute_query_all_async(
+            "SELECT attempts FROM procrastinate_jobs WHERE id = %(id)s", id=job_id
+        )
+    assert row["attempts"] == 1  # back in the queue, for another worker
+    held.start(held.created_at)
+    with pytest.raises(LeaseLost):  # what the lost worker still writes, before anyone took the run, is refused
+        async with as_port(container.uow()) as uow:
+            await uow.runs.save(held)
+            await uow.commit()
+    async with as_port(container.uow()).read_only() as uow:
+        stored = await uow.runs.get(run.org_id, run.id)
+    assert stored is not None and stored.status is RunStatus.QUEUED
 
 
 async def test_events_stored_while_the_listening_connection_was_down_reach_the_followers(
