@@ -84,6 +84,14 @@ class McpResourceNotFound(McpError, NotFound):
     pass
 
 
+class McpInvalidArguments(McpError, InvalidValue):
+    """The MCP server refused the arguments of a request (JSON-RPC invalid params): the caller's to fix."""
+
+
+class McpCapabilityMissing(McpError, Conflict):
+    """The MCP server does not offer what was asked of it (no resources, say: JSON-RPC method not found)."""
+
+
 class McpServerError(McpError):
     """The MCP server could not serve the request (the fault is on its side or on the way to it)."""
 
