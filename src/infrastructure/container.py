@@ -31,6 +31,7 @@ from application.runs.tools.sub_agents import SubAgentCall
 from application.use_cases.agent_models import ListAgentModels
 from application.use_cases.agents import CreateAgent, DeleteAgent, GetAgent, ImportAgent, ListAgents, UpdateAgent
 from application.use_cases.api_keys import AuthenticateApiKey, CreateApiKey, ListApiKeys, RevokeApiKey
+from application.use_cases.audit_events import ListAuditEvents
 from application.use_cases.integrations import (
     CreateMcpIntegration,
     DeleteMcpIntegration,
@@ -81,6 +82,7 @@ from application.use_cases.threads import (
     ListMessages,
     ListThreads,
 )
+from application.use_cases.usage import GetUsage
 from domain.tools import ToolType
 from infrastructure import resources
 from infrastructure.documents.fetcher import HttpFileFetcher
@@ -315,7 +317,7 @@ class Container(containers.DeclarativeContainer):
     )
     create_prompt_template = providers.Factory(CreatePromptTemplate, uow=uow, clock=clock, files=prompt_files)
     update_prompt_template = providers.Factory(UpdatePromptTemplate, uow=uow, clock=clock, files=prompt_files)
-    delete_prompt_template = providers.Factory(DeletePromptTemplate, uow=uow, files=prompt_files)
+    delete_prompt_template = providers.Factory(DeletePromptTemplate, uow=uow, clock=clock, files=prompt_files)
     list_prompt_templates = providers.Factory(ListPromptTemplates, uow=uow, files=prompt_files)
     get_prompt_template = providers.Factory(GetPromptTemplate, uow=uow, files=prompt_files)
     render_prompt_template = providers.Factory(RenderPromptTemplate, uow=uow, files=prompt_files)
@@ -346,3 +348,6 @@ class Container(containers.DeclarativeContainer):
 
     recover_runs = providers.Factory(RecoverRuns, uow=uow, clock=clock, bus=run_event_bus, executor=run_executor)
     get_source = providers.Factory(GetSource, uow=uow)
+    # -- usage and the audit log --------------------------------------------------------------------
+    get_usage = providers.Factory(GetUsage, uow=uow, clock=clock)
+    list_audit_events = providers.Factory(ListAuditEvents, uow=uow)

@@ -2,12 +2,14 @@
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
+from enum import StrEnum
 from types import TracebackType
 from typing import Protocol, Self
 
 from domain.agents import Agent
 from domain.api_keys import ApiKey
+from domain.audit import AuditAction, AuditEvent
 from domain.ids import AgentId, ApiKeyId, IntegrationId, OrgId, RunId, SourceId, ThreadId
 from domain.integrations import McpIntegration
 from domain.messages import Message
@@ -17,6 +19,7 @@ from domain.run_events import RunEvent
 from domain.runs import Run, RunStatus
 from domain.sources import CreatedBy, Passage, Source, SourceKind, SourceOrigin
 from domain.threads import Thread
+from domain.usage import Usage
 
 
 class OrganizationRepository(Protocol):
@@ -241,6 +244,55 @@ class ArgumentValueRepository(Protocol):
     async def suggest(self, org_id: OrgId, template: str, argument: str, prefix: str, limit: int) -> Sequence[str]: ...
 
 
+class AuditEventRepository(Protocol):
+    """Append only: events are never changed or removed."""
+
+    async def add(self, event: AuditEvent) -> None: ...
+    async def list(
+        self,
+        org_id: OrgId,
+        *,
+        limit: int,
+        after: int | None,
+        action: AuditAction | None = None,
+        object_type: str | None = None,
+        object_id: str | None = None,
+    ) -> Sequence[AuditEvent]:
+        """Oldest first, after the event numbered `after`."""
+        ...
+
+
+class UsageGrouping(StrEnum):
+    """How usage is broken down: one line per day (UTC), per agent or per model."""
+
+    DAY = "day"
+    AGENT = "agent"
+    MODEL = "model"
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsageLine:
+    """What the model calls of one day, agent or model (or of all, for the totals) used."""
+
+    key: str
+    """The day (YYYY-MM-DD), the agent's id or the model's name; empty for the totals."""
+    usage: Usage
+    model_calls: int
+    tool_calls: int
+    runs: int
+
+
+class UsageRepository(Protocol):
+    """The usage ledger: a line per model call, written with the run's step (see RunRepository.save)."""
+
+    async def totals(
+        self, org_id: OrgId, *, first_day: date, last_day: date, group_by: UsageGrouping | None
+    ) -> Sequence[UsageLine]:
+        """The days first_day to last_day (UTC, both included), in one line per group in key order, or one line
+        for all of them when group_by is None."""
+        ...
+
+
 class UnitOfWork(Protocol):
     """One short transaction. Nothing is written unless `commit` is called before leaving.
 
@@ -260,6 +312,8 @@ class UnitOfWork(Protocol):
     run_events: RunEventRepository
     prompt_templates: PromptTemplateRepository
     argument_values: ArgumentValueRepository
+    audit_events: AuditEventRepository
+    usage: UsageRepository
 
     def read_only(self) -> "UnitOfWork":
         """A unit of work for reading only: it never waits for writers, and cannot commit."""

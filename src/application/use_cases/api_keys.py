@@ -1,6 +1,7 @@
 from dataclasses import dataclass
 from datetime import timedelta
 
+from application.audit import api_key_fields, record_admin_action
 from application.caller import Caller
 from application.errors import ApiKeyNotFound, NotAuthenticated
 from application.pagination import Page, PageRequest, decode_id_cursor, page_of
@@ -8,6 +9,7 @@ from application.ports.persistence import UnitOfWork
 from application.ports.security import KeyHasher
 from application.ports.system import Clock, IdGenerator
 from domain.api_keys import ApiKey, Role
+from domain.audit import AuditAction, changes_between, created
 from domain.ids import ApiKeyId
 
 
@@ -42,6 +44,14 @@ class CreateApiKey:
         )
         async with self._uow as uow:
             await uow.api_keys.add(key)
+            await record_admin_action(
+                uow,
+                command.caller,
+                AuditAction.API_KEY_CREATED,
+                key.id,
+                created(api_key_fields(key)),
+                at=key.created_at,
+            )
             await uow.commit()
         return IssuedApiKey(api_key=key, plaintext=minted.plaintext)
 
@@ -70,8 +80,11 @@ class RevokeApiKey:
             key = await uow.api_keys.get(caller.org_id, key_id)
             if key is None:
                 raise ApiKeyNotFound(f"API key {key_id} not found")
-            key.revoke(self._clock.now())
+            before, now = api_key_fields(key), self._clock.now()
+            key.revoke(now)
             await uow.api_keys.save(key)
+            changes = changes_between(before, api_key_fields(key))
+            await record_admin_action(uow, caller, AuditAction.API_KEY_REVOKED, key.id, changes, at=now)
             await uow.commit()
         return key
 

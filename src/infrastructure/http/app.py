@@ -15,6 +15,7 @@ from infrastructure.http.inline_dependencies import inline_trivial_dependencies
 from infrastructure.http.routers import (
     agents,
     api_keys,
+    audit_events,
     health,
     integrations,
     me,
@@ -24,13 +25,28 @@ from infrastructure.http.routers import (
     sources,
     threads,
     tools,
+    usage,
 )
 from infrastructure.http.text_guard import NulInUrlMiddleware
 from infrastructure.resources import close_resources, open_resources
 from infrastructure.settings import Executor
 
 logger = logging.getLogger(__name__)
-ROUTERS = (health, me, api_keys, agents, threads, tools, integrations, sources, runs, prompt_templates, openai_compat)
+ROUTERS = (
+    health,
+    me,
+    api_keys,
+    agents,
+    threads,
+    tools,
+    integrations,
+    sources,
+    runs,
+    prompt_templates,
+    openai_compat,
+    usage,
+    audit_events,
+)
 
 
 def create_app(container: Container | None = None) -> FastAPI:

@@ -5,6 +5,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Date,
     DateTime,
     ForeignKey,
     Index,
@@ -251,4 +252,38 @@ prompt_argument_values = Table(
     Column("value", String(500), primary_key=True),
     _timestamp("last_used_at"),
     Index("ix_prompt_argument_values_recent", "org_id", "template", "argument", "last_used_at"),
+)
+
+# The usage ledger: one line per model call, written with the run's step. Not tied to the run: usage stays
+# accounted when a thread and its runs are deleted.
+usage_records = Table(
+    "usage_records",
+    metadata,
+    Column("run_id", Uuid, primary_key=True),
+    Column("step", Integer, primary_key=True),
+    Column("org_id", Uuid, ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("agent_id", Uuid, nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("day", Date, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cached_tokens", BigInteger, nullable=False),
+    Column("tool_calls", Integer, nullable=False),
+    Index(None, "org_id", "day"),
+)
+
+# Append only: the application never updates or deletes an event.
+audit_events = Table(
+    "audit_events",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    Column("org_id", Uuid, ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("object_type", String(32), nullable=False),
+    Column("object_id", String(200), nullable=False),
+    Column("actor_key_id", Uuid, nullable=True),
+    Column("changes", Json, nullable=False),
+    _timestamp("at"),
+    Index(None, "org_id", "id"),
+    Index(None, "org_id", "object_type", "object_id", "id"),
 )

@@ -9,7 +9,7 @@ import copy
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, date, datetime
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
@@ -18,6 +18,7 @@ from application.ports.persistence import (
     AgentRepository,
     ApiKeyRepository,
     ArgumentValueRepository,
+    AuditEventRepository,
     McpIntegrationRepository,
     MessageRepository,
     OrganizationRepository,
@@ -30,18 +31,23 @@ from application.ports.persistence import (
     SourceRepository,
     SourceSummary,
     ThreadRepository,
+    UsageGrouping,
+    UsageLine,
+    UsageRepository,
 )
 from domain.agents import Agent
 from domain.api_keys import ApiKey
+from domain.audit import AuditAction, AuditEvent
 from domain.ids import AgentId, ApiKeyId, IntegrationId, MessageId, OrgId, RunId, SourceId, ThreadId
 from domain.integrations import McpIntegration, SealedSecret
 from domain.messages import Message
 from domain.organizations import Organization
 from domain.prompt_templates import PromptTemplate
 from domain.run_events import RunEvent
-from domain.runs import Run, RunStatus
+from domain.runs import Run, RunStatus, RunStep
 from domain.sources import Passage, Source
 from domain.threads import Thread
+from domain.usage import Usage
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -63,6 +69,7 @@ class Store:
     run_events: dict[tuple[RunId, int], tuple[OrgId, RunEvent]] = field(default_factory=dict)
     templates: dict[tuple[OrgId, str], PromptTemplate] = field(default_factory=dict)
     argument_values: dict[tuple[OrgId, str, str, str], datetime] = field(default_factory=dict)
+    audit_events: dict[int, AuditEvent] = field(default_factory=dict)
     commits: int = 0
     failing_commits: int = 0
     """How many of the next commits fail with StorageUnavailable (the database went away), writing nothing."""
@@ -526,6 +533,70 @@ class FakeArgumentValues:
         return [value for _, value in sorted(found, reverse=True)][:limit]
 
 
+class FakeAuditEvents:
+    def __init__(self, table: Table[int, AuditEvent]) -> None:
+        self.table = table
+
+    async def add(self, event: AuditEvent) -> None:
+        number = max((k for k, _ in self.table.items()), default=0) + 1
+        self.table.put(number, replace(event, id=number))
+
+    async def list(
+        self,
+        org_id: OrgId,
+        *,
+        limit: int,
+        after: int | None,
+        action: AuditAction | None = None,
+        object_type: str | None = None,
+        object_id: str | None = None,
+    ) -> Sequence[AuditEvent]:
+        found = self.table.where(
+            lambda e: (
+                e.org_id == org_id
+                and action in (None, e.action)
+                and object_type in (None, e.object_type)
+                and object_id in (None, e.object_id)
+            )
+        )
+        return _page(found, lambda e: e.id, after, limit)
+
+
+class FakeUsage:
+    """Adds up the steps of the stored runs (the SQL ledger is a line per step, written with it)."""
+
+    def __init__(self, runs: Table[RunId, Run]) -> None:
+        self.runs = runs
+
+    async def totals(
+        self, org_id: OrgId, *, first_day: date, last_day: date, group_by: UsageGrouping | None
+    ) -> Sequence[UsageLine]:
+        lines: dict[str, list[tuple[RunId, RunStep]]] = {}
+        for run in self.runs.where(lambda r: r.org_id == org_id):
+            for step in run.steps:
+                day = step.completed_at.astimezone(UTC).date()
+                if first_day <= day <= last_day:
+                    key = {
+                        None: "",
+                        UsageGrouping.DAY: day.isoformat(),
+                        UsageGrouping.AGENT: str(run.agent_id),
+                        UsageGrouping.MODEL: step.model,
+                    }[group_by]
+                    lines.setdefault(key, []).append((run.id, step))
+        if group_by is None and not lines:
+            lines[""] = []
+        return [
+            UsageLine(
+                key=key,
+                usage=sum((s.usage for _, s in steps), Usage()),
+                model_calls=len(steps),
+                tool_calls=sum(len(s.tool_calls) for _, s in steps),
+                runs=len({r for r, _ in steps}),
+            )
+            for key, steps in sorted(lines.items())
+        ]
+
+
 class FakeUnitOfWork:
     """The unit of work of the persistence port, over a Store (shared by every transaction)."""
 
@@ -547,6 +618,8 @@ class FakeUnitOfWork:
         self.run_events: RunEventRepository = FakeRunEvents(self._table(s.run_events))
         self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))
         self.argument_values: ArgumentValueRepository = FakeArgumentValues(self._table(s.argument_values))
+        self.audit_events: AuditEventRepository = FakeAuditEvents(self._table(s.audit_events))
+        self.usage: UsageRepository = FakeUsage(self._table(s.runs))
 
     def _table(self, rows: dict[K, V]) -> Table[K, V]:
         table = Table(rows)

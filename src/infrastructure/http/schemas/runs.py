@@ -114,6 +114,8 @@ class UsageOut(ResponseModel):
     """Tokens the model wrote"""
     total_tokens: int
     """Both added up"""
+    cached_tokens: int
+    """Of the input tokens, those the provider read from its prompt cache (when it says)"""
 
 
 CallId = Annotated[

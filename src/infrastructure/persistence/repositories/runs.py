@@ -21,6 +21,7 @@ from domain.runs import (
 from domain.usage import Usage
 from infrastructure.persistence.errors import refused
 from infrastructure.persistence.repositories._rows import utc, utc_required
+from infrastructure.persistence.repositories.usage import record_new_steps
 from infrastructure.persistence.run_holders import NOT_HELD_BY_A_LIVE_PROCESS, PROCESS_KEY
 from infrastructure.persistence.tables import run_events, runs
 from infrastructure.run_event_json import event_data, event_payload
@@ -34,6 +35,7 @@ def _step_to_json(step: RunStep) -> dict[str, Any]:
         "model": step.model,
         "input_tokens": step.usage.input_tokens,
         "output_tokens": step.usage.output_tokens,
+        "cached_tokens": step.usage.cached_tokens,
         "finish_reason": step.finish_reason,
         "started_at": step.started_at.isoformat(),
         "completed_at": step.completed_at.isoformat(),
@@ -48,7 +50,11 @@ def _step_from_json(data: dict[str, Any]) -> RunStep:
     return RunStep(
         number=data["number"],
         model=data["model"],
-        usage=Usage(input_tokens=data["input_tokens"], output_tokens=data["output_tokens"]),
+        usage=Usage(
+            input_tokens=data["input_tokens"],
+            output_tokens=data["output_tokens"],
+            cached_tokens=data.get("cached_tokens", 0),
+        ),
         finish_reason=data.get("finish_reason"),
         started_at=datetime.fromisoformat(data["started_at"]),
         completed_at=datetime.fromisoformat(data["completed_at"]),
@@ -57,6 +63,7 @@ def _step_from_json(data: dict[str, Any]) -> RunStep:
 
 
 def _to_entity(row: Any) -> Run:
+    steps = tuple(_step_from_json(s) for s in row.steps)
     return Run(
         id=RunId(row.id),
         org_id=OrgId(row.org_id),
@@ -66,8 +73,12 @@ def _to_entity(row: Any) -> Run:
         status=RunStatus(row.status),
         client_tools=tuple(ClientTool(**t) for t in row.client_tools),
         required_action=tuple(PendingToolCall(**c) for c in row.required_action),
-        steps=tuple(_step_from_json(s) for s in row.steps),
-        usage=Usage(input_tokens=row.input_tokens, output_tokens=row.output_tokens),
+        steps=steps,
+        usage=Usage(
+            input_tokens=row.input_tokens,
+            output_tokens=row.output_tokens,
+            cached_tokens=sum(s.usage.cached_tokens for s in steps),
+        ),
         error=RunError(code=row.error_code, message=row.error_message or "") if row.error_code else None,
         warnings=tuple(row.warnings),
         trace_id=row.trace_id,
@@ -80,6 +91,7 @@ def _to_entity(row: Any) -> Run:
         started_at=utc(row.started_at),
         ended_at=utc(row.ended_at),
         lease=row.lease,
+        steps_in_ledger=len(steps),
     )
 
 
@@ -229,6 +241,7 @@ class SqlRunRepository:
         )
         if saved.rowcount == 0:
             raise LeaseLost(f"run {run.id} was taken over by another process")
+        await record_new_steps(self._conn, run)  # its model calls' usage, with the steps that record it
 
 
 class SqlRunEventRepository:
