@@ -6,6 +6,7 @@ from datetime import timedelta
 from dependency_injector import containers, providers
 
 from application.caller import Caller
+from application.ports.mcp import McpTarget
 from application.runs.ask_agent import AskAgent
 from application.runs.cancel_run import CancelRun
 from application.runs.conversations import AnswerToolCalls, Converse
@@ -47,6 +48,7 @@ from application.use_cases.mcp_catalog import (
     ListMcpResourceTemplates,
     ListMcpTools,
 )
+from application.use_cases.mcp_oauth import CompleteMcpAuthorization, IntegrationTokens, StartMcpAuthorization
 from application.use_cases.mcp_operations import (
     ExecuteMcpTool,
     GetMcpPrompt,
@@ -88,6 +90,7 @@ from infrastructure import resources
 from infrastructure.documents.fetcher import HttpFileFetcher
 from infrastructure.documents.reader import FileDocumentReader
 from infrastructure.execution.job_queue import WorkerRuns
+from infrastructure.mcp_client.oauth import SdkOAuthServers
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
 from infrastructure.mcp_server.endpoint import McpEndpoint
 from infrastructure.mcp_server.host_check import HostCheck
@@ -97,6 +100,7 @@ from infrastructure.native_tools.python_sandbox import SubprocessPythonSandbox
 from infrastructure.native_tools.web_page import HttpWebPageReader
 from infrastructure.native_tools.web_search import SearxngWebSearch
 from infrastructure.outbound.guard import NetworkPolicy
+from infrastructure.persistence.oauth_grants import SqlOAuthGrants
 from infrastructure.persistence.readiness import DatabaseReadiness
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.security.api_keys import Sha256KeyHasher
@@ -112,6 +116,15 @@ def _authenticator(make: Callable[[], AuthenticateApiKey]) -> Callable[[str | No
         return await make().execute(token)
 
     return authenticate
+
+
+def _authorizers(make: Callable[..., IntegrationTokens]) -> Callable[[McpTarget], IntegrationTokens]:
+    """The access tokens of each oauth integration the MCP gateway connects to."""
+
+    def authorizer(target: McpTarget) -> IntegrationTokens:
+        return make(org_id=target.org_id, integration_id=target.integration_id)
+
+    return authorizer
 
 
 class Container(containers.DeclarativeContainer):
@@ -168,6 +181,11 @@ class Container(containers.DeclarativeContainer):
     )
     operator_servers = providers.Singleton(OperatorServerRegistry.from_file, settings.provided.mcp_servers_file)
     outbound = providers.Singleton(NetworkPolicy, allowed_networks=settings.provided.mcp_allowed_networks)
+    oauth_grants = providers.Singleton(SqlOAuthGrants, database)
+    oauth_servers = providers.Singleton(SdkOAuthServers, outbound)
+    mcp_authorizer = providers.Factory(
+        IntegrationTokens, grants=oauth_grants, servers=oauth_servers, secrets=secret_box, clock=clock
+    )
     mcp_gateway = providers.Resource(
         resources.mcp_gateway,
         servers=operator_servers,
@@ -175,6 +193,7 @@ class Container(containers.DeclarativeContainer):
         catalog_ttl_seconds=settings.provided.mcp_catalog_ttl_seconds,
         max_sessions=settings.provided.mcp_max_sessions,
         idle_seconds=settings.provided.mcp_idle_seconds,
+        authorizers=providers.Callable(_authorizers, mcp_authorizer.provider),
     )
 
     create_mcp_integration = providers.Factory(
@@ -195,6 +214,23 @@ class Container(containers.DeclarativeContainer):
         secrets=secret_box,
         outbound=outbound,
         servers=operator_servers,
+        gateway=mcp_gateway,
+    )
+    start_mcp_authorization = providers.Factory(
+        StartMcpAuthorization,
+        uow=uow,
+        grants=oauth_grants,
+        servers=oauth_servers,
+        secrets=secret_box,
+        clock=clock,
+    )
+    complete_mcp_authorization = providers.Factory(
+        CompleteMcpAuthorization,
+        uow=uow,
+        grants=oauth_grants,
+        servers=oauth_servers,
+        secrets=secret_box,
+        clock=clock,
         gateway=mcp_gateway,
     )
     delete_mcp_integration = providers.Factory(DeleteMcpIntegration, uow=uow, clock=clock, gateway=mcp_gateway)

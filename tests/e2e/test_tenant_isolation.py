@@ -66,6 +66,8 @@ ROUTES: list[tuple[str, str, object]] = [
     ("POST", "/v1/mcp-integrations/{integration}/tools/echo/call", {"arguments": {}}),
     ("POST", "/v1/mcp-integrations/{integration}/resources/read", {"uri": "memo://notes"}),
     ("POST", "/v1/mcp-integrations/{integration}/prompts/welcome/get", {}),
+    ("POST", "/v1/mcp-integrations/{integration}/oauth/authorize", None),
+    ("GET", "/v1/mcp-integrations/{integration}/oauth/callback?state=s&code=c", None),
     ("GET", "/v1/threads/{thread}/sources", None),
     ("GET", "/v1/agents/{agent}/sources", None),
     ("GET", "/v1/sources/{source}", None),

@@ -123,7 +123,7 @@ mcp_integrations = Table(
     Column("transport", String(32), nullable=False),
     Column("url", String(2048), nullable=True),
     Column("server", String(200), nullable=True),
-    Column("auth_type", String(16), nullable=False),
+    Column("auth_type", String(32), nullable=False),
     Column("auth_header_name", String(100), nullable=True),
     Column("credentials_ciphertext", Text, nullable=True),
     Column("credentials_last4", String(4), nullable=True),
@@ -138,6 +138,23 @@ mcp_integrations = Table(
     _timestamp("updated_at"),
     UniqueConstraint("org_id", "slug"),
     Index(None, "org_id", "id"),
+)
+
+# An oauth integration's grant (see domain.oauth_grants); the ciphertexts are the secret box's.
+mcp_oauth_grants = Table(
+    "mcp_oauth_grants",
+    metadata,
+    Column("integration_id", Uuid, ForeignKey("mcp_integrations.id", ondelete="CASCADE"), primary_key=True),
+    Column("org_id", Uuid, ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("registration_ciphertext", Text, nullable=True),
+    Column("tokens_ciphertext", Text, nullable=True),
+    _timestamp("expires_at", nullable=True),
+    Column("pending_state_digest", String(64), nullable=True),
+    Column("pending_api_key_id", Uuid, nullable=True),
+    Column("pending_verifier_ciphertext", Text, nullable=True),
+    Column("pending_redirect_uri", String(2048), nullable=True),
+    _timestamp("pending_expires_at", nullable=True),
+    _timestamp("updated_at"),
 )
 
 sources = Table(
