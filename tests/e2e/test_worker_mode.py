@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
+from infrastructure.execution.pg_event_bus import CHANNEL, libpq_dsn
 from tests.conftest import Tenant
 from tests.databases import POSTGRES_URL, backend, postgres_database
 from tests.e2e.runs import sse_events
@@ -422,6 +424,37 @@ async def test_a_run_whose_worker_is_killed_mid_answer_streams_on_to_its_end_wit
     assert rest == [seq for seq in followed if seq > seen_before[-2]]  # the rest, each once, from where it was
     assert [m["role"] for m in listed] == ["user", "assistant"]
     assert held.abandoned.is_set()
+
+
+async def test_a_follower_gets_the_end_of_a_run_though_its_replicas_listening_connection_was_cut(
+    deployment: Deployment,
+) -> None:
+    """Real processes whose listening connections are cut as a run goes on (the events published before they
+    listen again are read from storage: tests/integration/test_worker_mode_gaps.py shows that step by step)."""
+    held = deployment.model.hold(first_text="wait for it")
+    async with (
+        httpx.AsyncClient(base_url=deployment.apis[0], timeout=60) as a,
+        httpx.AsyncClient(base_url=deployment.apis[1], timeout=60) as b,
+        await psycopg.AsyncConnection.connect(libpq_dsn(deployment.env["THREADLINE_DATABASE_URL"])) as admin,
+    ):
+        await admin.set_autocommit(True)
+        thread = await _thread(a, deployment)
+        created = await a.post(f"/v1/threads/{thread}/runs", json={"input": "cut"}, headers=deployment.headers)
+        follower = Follower()
+        following = asyncio.create_task(
+            follower.follow(b, f"/v1/runs/{created.json()['id']}/events", deployment.headers)
+        )
+        await asyncio.wait_for(follower.until(1, "message.delta"), 30)
+        cut = await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = %s AND datname = current_database()",
+            (f"LISTEN {CHANNEL}",),
+        )
+        assert len(await cut.fetchall()) >= 2  # the listening connections of the processes, replicas among them
+        held.release()  # the rest of the run, published while the replicas listen again (or just after)
+        await asyncio.wait_for(following, 10)  # sooner than a follower's heartbeat: once it listens again
+    assert follower.events[-1]["type"] == "run.completed"
+    seqs = [e["seq"] for e in follower.events]
+    assert seqs == sorted(set(seqs))
 
 
 async def test_a_worker_stopped_with_sigterm_hands_its_run_to_another_that_finishes_it(
