@@ -194,3 +194,15 @@ async def test_bearer_integrations_cannot_be_authorized(client: httpx.AsyncClien
     created = (await client.post("/v1/mcp-integrations", json=body, headers=tenant.admin)).json()
     refused = await client.post(f"/v1/mcp-integrations/{created['id']}/oauth/authorize", headers=tenant.admin)
     assert refused.status_code == 409 and refused.json()["error"] == "NotAnOAuthIntegration"
+
+
+async def test_a_token_about_to_expire_is_refreshed_before_it_is_sent(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    async with OAuthProtectedMcp(expires_in=30) as servers:  # within the minute before expiry from the start
+        integration = await create(client, tenant, servers.mcp_url)
+        assert (await authorize(client, tenant, integration)).status_code == 200
+        listed = await tools(client, tenant, integration)
+        assert listed.status_code == 200, listed.text
+        assert servers.provider.grants["refresh_token"] >= 1
+        assert servers.refused == 0

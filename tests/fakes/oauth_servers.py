@@ -203,6 +203,8 @@ class OAuthProtectedMcp:
         self.issuer = self._as.base_url
         self.mcp_url = f"{self._mcp.base_url}/mcp"
         self.tool_calls = 0
+        self.refused = 0
+        """Requests the MCP server refused for an unknown or expired token."""
         self._stack = contextlib.AsyncExitStack()
 
     def register(self, redirect_uri: str | None = None) -> None:
@@ -246,7 +248,7 @@ class OAuthProtectedMcp:
             name="protected-mcp",
             version="1.0.0",
             auth_server_provider=None,
-            token_verifier=_Verifier(self.provider),
+            token_verifier=_Verifier(self),
             auth=AuthSettings(
                 issuer_url=AnyHttpUrl(self.issuer),
                 resource_server_url=AnyHttpUrl(self.mcp_url),
@@ -283,11 +285,14 @@ class OAuthProtectedMcp:
 
 
 class _Verifier:
-    def __init__(self, provider: AutoApprovingProvider) -> None:
-        self._provider = provider
+    def __init__(self, servers: "OAuthProtectedMcp") -> None:
+        self._servers = servers
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        return await self._provider.load_access_token(token)
+        found = await self._servers.provider.load_access_token(token)
+        if found is None:
+            self._servers.refused += 1
+        return found
 
 
 @contextlib.asynccontextmanager
