@@ -255,7 +255,9 @@ class Container(containers.DeclarativeContainer):
         gateway=mcp_gateway,
         max_source_bytes=settings.provided.max_source_bytes,
     )
-    rotate_credential_encryption = providers.Factory(RotateCredentialEncryption, uow=uow, secrets=secret_box)
+    rotate_credential_encryption = providers.Factory(
+        RotateCredentialEncryption, uow=uow, secrets=secret_box, grants=oauth_grants
+    )
     list_sources = providers.Factory(ListSources, uow=uow)
 
     # -- runs ---------------------------------------------------------------------------------------

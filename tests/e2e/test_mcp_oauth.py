@@ -9,10 +9,13 @@ from uuid import UUID
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 
+from application.use_cases.integrations import RotateCredentialEncryption
 from domain.ids import IntegrationId, OrgId
 from infrastructure.container import Container
-from tests.conftest import MakeTenant, Tenant, member_headers
+from infrastructure.security.secret_box import FernetSecretBox
+from tests.conftest import MakeTenant, Tenant, as_port, member_headers
 from tests.fakes.oauth_servers import OAuthProtectedMcp
 
 
@@ -206,3 +209,19 @@ async def test_a_token_about_to_expire_is_refreshed_before_it_is_sent(
         assert listed.status_code == 200, listed.text
         assert servers.provider.grants["refresh_token"] >= 1
         assert servers.refused == 0
+
+
+async def test_rotating_the_secret_key_re_encrypts_the_grants(
+    client: httpx.AsyncClient, tenant: Tenant, servers: OAuthProtectedMcp, container: Container
+) -> None:
+    integration = await create(client, tenant, servers.mcp_url)
+    assert (await authorize(client, tenant, integration)).status_code == 200
+    new_key = Fernet.generate_key().decode()
+    rotated = await RotateCredentialEncryption(
+        as_port(container.uow()), FernetSecretBox([new_key, "test secret key"]), container.oauth_grants()
+    ).execute()
+    assert rotated >= 1
+    grant = await container.oauth_grants().get(OrgId(UUID(tenant.id)), IntegrationId(UUID(integration["id"])))
+    assert grant is not None and grant.tokens is not None and grant.registration is not None
+    only_new = FernetSecretBox([new_key])
+    assert "access_token" in only_new.open(grant.tokens) and only_new.open(grant.registration)

@@ -1,5 +1,6 @@
 """OAuth 2.1 for integrations: the authorization servers (reached through the outbound guard) and the grants kept."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -70,6 +71,10 @@ class OAuthGrants(Protocol):
         ...
 
     async def save(self, grant: OAuthGrant) -> None: ...
+    async def reseal(self, rotate: Callable[[str], str]) -> int:
+        """Every sealed value of every grant passed through `rotate` (a new secret key); how many grants."""
+        ...
+
     async def replace_tokens(self, grant: OAuthGrant, *, expected: str | None) -> bool:
         """Store the grant's tokens only when the stored ones are still `expected` (no other process
         refreshed meanwhile); whether it did."""

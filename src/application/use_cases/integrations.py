@@ -8,6 +8,7 @@ from application.errors import InvalidReference, McpServerError
 from application.mcp_access import load_integration, target_of
 from application.pagination import Page, PageRequest, decode_id_cursor, page_of
 from application.ports.mcp import McpGateway, McpServerInfo, OperatorServers
+from application.ports.oauth import OAuthGrants
 from application.ports.outbound import OutboundPolicy
 from application.ports.persistence import UnitOfWork
 from application.ports.security import SecretBox
@@ -267,10 +268,11 @@ class TestMcpIntegration:
 
 
 class RotateCredentialEncryption:
-    """Re-encrypts every stored credential with the current secret key (the operator's command)."""
+    """Re-encrypts every stored credential with the current secret key (the operator's command), the OAuth
+    grants' tokens and registrations included."""
 
-    def __init__(self, uow: UnitOfWork, secrets: SecretBox) -> None:
-        self._uow, self._secrets = uow, secrets
+    def __init__(self, uow: UnitOfWork, secrets: SecretBox, grants: OAuthGrants | None = None) -> None:
+        self._uow, self._secrets, self._grants = uow, secrets, grants
 
     async def execute(self) -> int:
         async with self._uow as uow:
@@ -278,4 +280,5 @@ class RotateCredentialEncryption:
             for org_id, integration_id, ciphertext in sealed:
                 await uow.integrations.replace_ciphertext(org_id, integration_id, self._secrets.rotate(ciphertext))
             await uow.commit()
-        return len(sealed)
+        grants = await self._grants.reseal(self._secrets.rotate) if self._grants is not None else 0
+        return len(sealed) + grants

@@ -2,7 +2,7 @@
 middle of any MCP request, outside whatever unit of work the caller holds)."""
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from sqlalchemy import insert, select, update
@@ -89,6 +89,18 @@ class SqlOAuthGrants:
             if changed.rowcount == 0:
                 row = {"integration_id": grant.integration_id, "org_id": grant.org_id}
                 await connection.execute(insert(table).values(**row, **_values(grant)))
+
+    async def reseal(self, rotate: Callable[[str], str]) -> int:
+        sealed = (table.c.registration_ciphertext, table.c.tokens_ciphertext, table.c.pending_verifier_ciphertext)
+        async with self._transaction(writing=True) as connection:
+            rows = (await connection.execute(select(table.c.integration_id, *sealed))).all()
+            for row in rows:
+                values = {c.name: rotate(getattr(row, c.name)) for c in sealed if getattr(row, c.name) is not None}
+                if values:
+                    await connection.execute(
+                        update(table).where(table.c.integration_id == row.integration_id).values(**values)
+                    )
+        return len(rows)
 
     async def replace_tokens(self, grant: OAuthGrant, *, expected: str | None) -> bool:
         current = table.c.tokens_ciphertext
