@@ -46,6 +46,8 @@ organizations = Table(
     _timestamp("created_at"),
     # The text search configuration its sources' passages are indexed in (PostgreSQL).
     Column("search_language", String(64), nullable=False, server_default="english"),
+    Column("max_concurrent_runs", Integer, nullable=True),
+    Column("runs_per_minute", Integer, nullable=True),
 )
 
 api_keys = Table(
@@ -230,6 +232,8 @@ runs = Table(
     _timestamp("ended_at", nullable=True),
     Column("lease", Integer, nullable=False, server_default="0"),
     Column("holder", BigInteger, nullable=True),
+    Column("request_id", String(128), nullable=True),
+    _timestamp("admitted_at", nullable=True),
     UniqueConstraint("org_id", "idempotency_key"),
     Index(None, "org_id", "id"),
     Index(None, "thread_id", "id"),
@@ -269,6 +273,14 @@ prompt_argument_values = Table(
     Column("value", String(500), primary_key=True),
     _timestamp("last_used_at"),
     Index("ix_prompt_argument_values_recent", "org_id", "template", "argument", "last_used_at"),
+)
+
+rate_limit_windows = Table(
+    "rate_limit_windows",
+    metadata,
+    Column("key", String(200), primary_key=True),
+    Column("window_start", BigInteger, primary_key=True),
+    Column("count", Integer, nullable=False),
 )
 
 # The usage ledger: one line per model call, written with the run's step. Not tied to the run: usage stays

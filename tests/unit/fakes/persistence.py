@@ -131,6 +131,9 @@ class FakeOrganizations:
     async def get_by_slug(self, slug: str) -> Organization | None:
         return next(iter(self.table.where(lambda o: o.slug == slug)), None)
 
+    async def save_limits(self, org: Organization) -> None:
+        self.table.put(org.id, org)
+
 
 class FakeApiKeys:
     def __init__(self, table: Table[ApiKeyId, ApiKey]) -> None:

@@ -232,6 +232,8 @@ class RunOut(ResponseModel):
     )
     idempotency_key: str | None
     """The key it was created with"""
+    request_id: str | None = None
+    """The X-Request-Id of the request that created it (on its log lines and in its trace)"""
     client_tools: list[ClientToolOut]
     """Tools the client executes"""
     cancel_requested: bool
