@@ -29,6 +29,7 @@ from application.errors import (
     UnsupportedSourceType,
     UrlNotAllowed,
 )
+from application.ports.limits import RateLimited
 from domain.errors import DomainError, IllegalTransition, InvalidValue
 from infrastructure.http.asgi import TrackedSend
 from infrastructure.security.secret_box import SecretUnreadable
@@ -43,6 +44,7 @@ ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
     (NotFound, 404),
     (Conflict, 409),
     (IllegalTransition, 409),
+    (RateLimited, 429),
     (StorageUnavailable, 503),
     (RunNotCompleted, 500),
     (McpTimeout, 504),
@@ -80,6 +82,7 @@ _HTTP_NAMES = {
     406: "NotAcceptable",
     413: "RequestTooLarge",
     415: "UnsupportedMediaType",
+    429: "RateLimited",
 }
 
 
@@ -108,7 +111,10 @@ def error_headers(status: int) -> dict[str, str]:
 
 def domain_error_response(error: DomainError) -> JSONResponse:
     status = status_of(error)
-    return error_response(status, type(error).__name__, error.detail, error_headers(status) or None)
+    headers = error_headers(status)
+    if isinstance(error, RateLimited):
+        headers["Retry-After"] = str(error.retry_after_seconds)
+    return error_response(status, type(error).__name__, error.detail, headers or None)
 
 
 async def _domain_error(_request: Request, error: Exception) -> JSONResponse:
