@@ -39,7 +39,14 @@ from application.runs.tools.calls import StepResults
 from domain.agents import Agent
 from domain.ids import MessageId, OrgId, RunId
 from domain.messages import ContentPart, Message, MessageRole, TextContent, ToolResultContent, ToolUseContent
-from domain.run_events import RunEventPayload, RunInProgress, RunRequiresAction, ToolCallStarted, run_ended
+from domain.run_events import (
+    ContextTrimmed,
+    RunEventPayload,
+    RunInProgress,
+    RunRequiresAction,
+    ToolCallStarted,
+    run_ended,
+)
 from domain.runs import Run, RunErrorCode, RunStatus, RunStep, StepToolCall
 
 HISTORY_LIMIT = 10_000
@@ -134,6 +141,7 @@ class RunRecorder:
                 outcome, payloads = StepOutcome.FINISHED, [run_ended(run, response.text)]
             else:
                 outcome, payloads = StepOutcome.CONTINUE, [_started(state, c) for c in response.tool_calls]
+            payloads = [*_trimmed(step, answer), *payloads]
             await uow.runs.save(run)  # first: refused if the run was taken over, before anything else is written
             message = await self._append(uow, run, MessageRole.ASSISTANT, _answer_content(answer), answer.message_id)
             recorded = [await state.events.record(uow, p) for p in payloads]
@@ -258,6 +266,22 @@ def _answer_content(answer: ModelAnswer) -> tuple[ContentPart, ...]:
     text: list[ContentPart] = [TextContent(text=response.text)] if response.text or not response.tool_calls else []
     calls = [ToolUseContent(id=c.id, name=c.name, params=dict(c.arguments)) for c in response.tool_calls]
     return (*text, *calls)
+
+
+def _trimmed(step: RunStep, answer: ModelAnswer) -> list[ContextTrimmed]:
+    """The event saying what the step's request left out of the thread, if anything."""
+    fit = answer.context
+    if fit is None or not fit.trimmed:
+        return []
+    return [
+        ContextTrimmed(
+            step=step.number,
+            messages_dropped=fit.messages_dropped,
+            tool_results_cut=fit.tool_results_cut,
+            estimated_tokens=fit.estimated_tokens,
+            budget_tokens=fit.budget_tokens,
+        )
+    ]
 
 
 def _started(state: RunState, call: ModelToolCall) -> ToolCallStarted:

@@ -154,7 +154,15 @@ class _LangfuseRunTrace:
             logger.warning("tracing: could not open span %s", name, exc_info=True)
             return NoopSpan()
 
-    def generation(self, name: str, *, model: str, model_parameters: Mapping[str, Any], input: Any) -> TraceGeneration:
+    def generation(
+        self,
+        name: str,
+        *,
+        model: str,
+        model_parameters: Mapping[str, Any],
+        input: Any,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> TraceGeneration:
         try:
             with self._attributes.scope():
                 generation = self._root.start_observation(
@@ -163,6 +171,7 @@ class _LangfuseRunTrace:
                     model=model,
                     model_parameters=dict(model_parameters),
                     input=input,
+                    metadata=_as_dict(metadata),
                 )
             return _LangfuseGeneration(generation)
         except Exception:
