@@ -100,6 +100,20 @@ class StepToolCall:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StepContext:
+    """How a step's request was fitted into the model's context window."""
+
+    messages_sent: int
+    messages_dropped: int
+    """The thread's oldest messages the request left out."""
+    tool_results_cut: int
+    """Tool results the request sent shortened."""
+    estimated_tokens: int
+    budget_tokens: int
+    """The request's estimated tokens, and the most it could take (the window less room for the answer)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunStep:
     """One model call and the tool calls it asked for."""
 
@@ -110,6 +124,8 @@ class RunStep:
     started_at: datetime
     completed_at: datetime
     tool_calls: tuple[StepToolCall, ...] = ()
+    context: StepContext | None = None
+    """How its request was fitted into the model's context window (None for steps stored before runs did)."""
 
 
 @dataclass(kw_only=True)

@@ -97,6 +97,10 @@ async def test_a_500_message_thread_fits_an_8k_model_with_its_tool_pairs_and_lat
     assert said["messages_dropped"] == 501 - (len(sent) - 1)  # 500 stored, the run's question; less those sent
     assert said["budget_tokens"] == CONTEXT_TOKENS - ANSWER_TOKENS
     assert 0 < said["estimated_tokens"] <= said["budget_tokens"]
+    stored = (await client.get(f"/v1/runs/{run['id']}", headers=tenant.admin)).json()
+    assert stored["steps"][0]["context"] == {"messages_sent": len(sent) - 1} | {
+        k: said[k] for k in ("messages_dropped", "tool_results_cut", "estimated_tokens", "budget_tokens")
+    }
 
 
 async def test_a_thread_that_fits_is_sent_whole_and_nothing_is_said(
@@ -110,6 +114,8 @@ async def test_a_thread_that_fits_is_sent_whole_and_nothing_is_said(
     assert [m["role"] for m in openai.requests[0]["messages"]] == ["user"]
     replay = await client.get(f"/v1/runs/{run['id']}/events", headers=tenant.admin)
     assert "run.context_trimmed" not in [name for name, _ in sse(replay.text)]
+    context = run["steps"][0]["context"]
+    assert (context["messages_sent"], context["messages_dropped"], context["tool_results_cut"]) == (1, 0, 0)
 
 
 async def test_an_agents_context_window_is_validated(client: httpx.AsyncClient, tenant: Tenant) -> None:

@@ -47,7 +47,7 @@ from domain.run_events import (
     ToolCallStarted,
     run_ended,
 )
-from domain.runs import Run, RunErrorCode, RunStatus, RunStep, StepToolCall
+from domain.runs import Run, RunErrorCode, RunStatus, RunStep, StepContext, StepToolCall
 
 HISTORY_LIMIT = 10_000
 """The most messages of its thread a run reads."""
@@ -164,6 +164,7 @@ class RunRecorder:
                 StepToolCall(id=c.id, name=c.name, type=tools.type_of(c.name), pending=tools.waits_for_client(c.name))
                 for c in response.tool_calls
             ),
+            context=_step_context(answer),
         )
 
     async def record_tool_results(
@@ -266,6 +267,19 @@ def _answer_content(answer: ModelAnswer) -> tuple[ContentPart, ...]:
     text: list[ContentPart] = [TextContent(text=response.text)] if response.text or not response.tool_calls else []
     calls = [ToolUseContent(id=c.id, name=c.name, params=dict(c.arguments)) for c in response.tool_calls]
     return (*text, *calls)
+
+
+def _step_context(answer: ModelAnswer) -> StepContext | None:
+    fit = answer.context
+    if fit is None:
+        return None
+    return StepContext(
+        messages_sent=len(fit.messages),
+        messages_dropped=fit.messages_dropped,
+        tool_results_cut=fit.tool_results_cut,
+        estimated_tokens=fit.estimated_tokens,
+        budget_tokens=fit.budget_tokens,
+    )
 
 
 def _trimmed(step: RunStep, answer: ModelAnswer) -> list[ContextTrimmed]:

@@ -142,6 +142,21 @@ class StepToolCallOut(ResponseModel):
     """Whether its result is still awaited (a client tool)"""
 
 
+class StepContextOut(ResponseModel):
+    """How a step's request was fitted into the model's context window."""
+
+    messages_sent: int
+    """Messages of the thread the request held"""
+    messages_dropped: int
+    """The thread's oldest messages it left out"""
+    tool_results_cut: int
+    """Tool results it sent shortened (each says so at its end)"""
+    estimated_tokens: int
+    """The request's estimated tokens: instructions, tool definitions and messages"""
+    budget_tokens: int
+    """The most a request could take: the model's context window less the room kept for the answer"""
+
+
 class StepOut(ResponseModel):
     """One model call of a run, and the tool calls it asked for."""
 
@@ -159,6 +174,8 @@ class StepOut(ResponseModel):
     """When the model answered"""
     tool_calls: list[StepToolCallOut]
     """The tool calls it asked for"""
+    context: StepContextOut | None = None
+    """How its request was fitted into the model's context window (what it left out)"""
 
 
 class PendingCallOut(ResponseModel):

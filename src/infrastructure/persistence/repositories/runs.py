@@ -1,3 +1,4 @@
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -16,6 +17,7 @@ from domain.runs import (
     RunError,
     RunStatus,
     RunStep,
+    StepContext,
     StepToolCall,
 )
 from domain.usage import Usage
@@ -43,6 +45,7 @@ def _step_to_json(step: RunStep) -> dict[str, Any]:
             {"id": c.id, "name": c.name, "type": c.type, "is_error": c.is_error, "pending": c.pending}
             for c in step.tool_calls
         ],
+        "context": None if step.context is None else dataclasses.asdict(step.context),
     }
 
 
@@ -59,6 +62,7 @@ def _step_from_json(data: dict[str, Any]) -> RunStep:
         started_at=datetime.fromisoformat(data["started_at"]),
         completed_at=datetime.fromisoformat(data["completed_at"]),
         tool_calls=tuple(StepToolCall(**c) for c in data.get("tool_calls", [])),
+        context=StepContext(**data["context"]) if data.get("context") else None,
     )
 
 
