@@ -257,9 +257,12 @@ async def test_an_agent_linked_to_an_integration_answers_a_run_that_streams_in_l
     await page.get_by_role("textbox", name="Name", exact=True).fill("Helper")
     await page.get_by_role("combobox", name="Model").fill("gpt-test")
     await page.get_by_label("Instructions").fill("Answer briefly.")
+    await page.get_by_label("Context window (tokens)").fill("16384")
     await page.get_by_label("Memo (memo__)").check()
     await page.get_by_role("button", name="Create agent").click()
     await expect(page.get_by_role("heading", name="Helper")).to_be_visible()
+    agents = (await client.get("/v1/agents", headers=tenant.admin)).json()["data"]
+    assert [a["model_settings"] for a in agents] == [{"context_tokens": 16384}]
     await expect(page.locator(".kv")).to_contain_text("Memo")
     await screenshot(page, "agent")
 
