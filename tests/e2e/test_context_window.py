@@ -16,7 +16,7 @@ from tests.conftest import Tenant, as_port
 from tests.e2e.runs import agent_and_thread, settle, start
 from tests.fakes.openai_server import FakeOpenAI
 
-pytestmark = pytest.mark.executors("in_process")
+pytestmark = pytest.mark.executors
 
 CONTEXT_TOKENS = 8_192
 ANSWER_TOKENS = 2_048  # a quarter of the window, kept for the answer when the agent sets no max_tokens
