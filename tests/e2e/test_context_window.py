@@ -12,9 +12,11 @@ import pytest
 from domain.ids import MessageId, OrgId, ThreadId
 from domain.messages import ContentPart, MessageRole, TextContent, ToolResultContent, ToolUseContent
 from infrastructure.container import Container
+from infrastructure.tracing import LangfuseTracer
 from tests.conftest import Tenant, as_port
 from tests.e2e.runs import agent_and_thread, settle, start
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.otlp_receiver import OtlpReceiver
 
 pytestmark = pytest.mark.executors
 
@@ -124,3 +126,24 @@ async def test_an_agents_context_window_is_validated(client: httpx.AsyncClient, 
     )
     assert response.status_code == 422
     assert set(response.json()) == {"error", "detail"}
+
+
+async def test_the_model_calls_trace_shows_what_its_request_left_out(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    openai: FakeOpenAI,
+    container: Container,
+    traced: tuple[LangfuseTracer, OtlpReceiver],
+) -> None:
+    tracer, receiver = traced
+    _agent, thread = await agent_and_thread(client, tenant, model_settings={"context_tokens": CONTEXT_TOKENS})
+    await fill(container, tenant, thread, exchanges=10)
+    openai.reply_text("Ten chapters.")
+
+    run = await settle(client, tenant, (await start(client, tenant, thread, input="How many chapters?"))["id"])
+
+    await tracer.flush()
+    generation = await receiver.wait_for_span("step 1")
+    context = generation.json_attribute("langfuse.observation.metadata.context")
+    assert context == run["steps"][0]["context"]
+    assert context["messages_dropped"] > 0
