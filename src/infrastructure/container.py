@@ -6,6 +6,7 @@ from datetime import timedelta
 from dependency_injector import containers, providers
 
 from application.caller import Caller
+from application.loaded_integrations import LoadedIntegrations
 from application.ports.mcp import McpTarget
 from application.runs.ask_agent import AskAgent
 from application.runs.cancel_run import CancelRun
@@ -57,7 +58,7 @@ from application.use_cases.mcp_operations import (
 )
 from application.use_cases.mcp_publishing import CallPublishedTool, CompleteArgument, GetPublishedPrompt, ListPublished
 from application.use_cases.native_tools import ListNativeTools
-from application.use_cases.organizations import CreateOrganization, FindOrganization, GetMe
+from application.use_cases.organizations import CreateOrganization, FindOrganization, GetMe, SetOrganizationLimits
 from application.use_cases.prompt_templates import (
     CreatePromptTemplate,
     DeletePromptTemplate,
@@ -90,11 +91,15 @@ from infrastructure import resources
 from infrastructure.documents.fetcher import HttpFileFetcher
 from infrastructure.documents.reader import FileDocumentReader
 from infrastructure.execution.job_queue import WorkerRuns
+from infrastructure.limits.admission import RunAdmission
+from infrastructure.limits.org_limits import OrgLimits
+from infrastructure.limits.rate_limits import OrgRunRateLimit, windows_for
 from infrastructure.mcp_client.oauth import SdkOAuthServers
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
 from infrastructure.mcp_server.endpoint import McpEndpoint
 from infrastructure.mcp_server.host_check import HostCheck
 from infrastructure.mcp_server.server import PublishingServer
+from infrastructure.metrics import MeteredLanguageModel, Metrics
 from infrastructure.native_tools.commands import OperatorCommandRunner
 from infrastructure.native_tools.python_sandbox import SubprocessPythonSandbox
 from infrastructure.native_tools.web_page import HttpWebPageReader
@@ -106,6 +111,7 @@ from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.security.api_keys import Sha256KeyHasher
 from infrastructure.security.keys import secret_keys
 from infrastructure.security.secret_box import FernetSecretBox
+from infrastructure.security.verified_keys import VerifiedKeyCache
 from infrastructure.settings import Settings
 from infrastructure.system import SystemClock, Uuid7Generator
 from infrastructure.template_files import ChatMdAgentFiles
@@ -140,21 +146,35 @@ class Container(containers.DeclarativeContainer):
     ids = providers.Singleton(Uuid7Generator)
     key_hasher = providers.Singleton(Sha256KeyHasher)
     uow = providers.Factory(SqlAlchemyUnitOfWork, database=database)
+    metrics = providers.Singleton(Metrics)
+    org_limits = providers.Singleton(
+        OrgLimits,
+        database=database,
+        max_concurrent_runs=settings.provided.org_max_concurrent_runs,
+        runs_per_minute=settings.provided.org_runs_per_minute,
+    )
+    rate_windows = providers.Singleton(windows_for, database)
+    run_rate_limit = providers.Singleton(OrgRunRateLimit, windows=rate_windows, limits=org_limits)
 
     create_organization = providers.Factory(CreateOrganization, uow=uow, clock=clock, ids=ids, hasher=key_hasher)
     find_organization = providers.Factory(FindOrganization, uow=uow)
     get_me = providers.Factory(GetMe, uow=uow)
+    set_organization_limits = providers.Factory(SetOrganizationLimits, uow=uow, clock=clock)
 
+    verified_keys = providers.Singleton(VerifiedKeyCache, ttl_seconds=settings.provided.api_key_cache_seconds)
+    # On PostgreSQL, keys revoked through any process are forgotten at once by this one's verified keys.
+    key_revocations = providers.Resource(resources.key_revocations, settings=settings, keys=verified_keys)
     authenticate_api_key = providers.Factory(
         AuthenticateApiKey,
         uow=uow,
         clock=clock,
         hasher=key_hasher,
         touch_interval=providers.Factory(timedelta, seconds=settings.provided.api_key_touch_seconds),
+        verified=verified_keys,
     )
     create_api_key = providers.Factory(CreateApiKey, uow=uow, clock=clock, ids=ids, hasher=key_hasher)
     list_api_keys = providers.Factory(ListApiKeys, uow=uow)
-    revoke_api_key = providers.Factory(RevokeApiKey, uow=uow, clock=clock)
+    revoke_api_key = providers.Factory(RevokeApiKey, uow=uow, clock=clock, verified=verified_keys)
 
     create_agent = providers.Factory(
         CreateAgent, uow=uow, clock=clock, ids=ids, default_model=settings.provided.default_model
@@ -186,6 +206,9 @@ class Container(containers.DeclarativeContainer):
     mcp_authorizer = providers.Factory(
         IntegrationTokens, grants=oauth_grants, servers=oauth_servers, secrets=secret_box, clock=clock
     )
+    # Integrations read lately (a run's tool calls reuse those its tools were assembled from); the gateway's
+    # forget (an integration changed, here or in another process) drops them.
+    loaded_integrations = providers.Singleton(LoadedIntegrations)
     mcp_gateway = providers.Resource(
         resources.mcp_gateway,
         servers=operator_servers,
@@ -194,6 +217,8 @@ class Container(containers.DeclarativeContainer):
         max_sessions=settings.provided.mcp_max_sessions,
         idle_seconds=settings.provided.mcp_idle_seconds,
         authorizers=providers.Callable(_authorizers, mcp_authorizer.provider),
+        metrics=metrics,
+        loaded=loaded_integrations,
     )
 
     create_mcp_integration = providers.Factory(
@@ -243,8 +268,12 @@ class Container(containers.DeclarativeContainer):
         ListMcpResourceTemplates, uow=uow, secrets=secret_box, gateway=mcp_gateway
     )
     list_mcp_prompts = providers.Factory(ListMcpPrompts, uow=uow, secrets=secret_box, gateway=mcp_gateway)
-    execute_mcp_tool = providers.Factory(ExecuteMcpTool, uow=uow, secrets=secret_box, gateway=mcp_gateway)
-    get_mcp_prompt = providers.Factory(GetMcpPrompt, uow=uow, secrets=secret_box, gateway=mcp_gateway)
+    execute_mcp_tool = providers.Factory(
+        ExecuteMcpTool, uow=uow, secrets=secret_box, gateway=mcp_gateway, loaded=loaded_integrations
+    )
+    get_mcp_prompt = providers.Factory(
+        GetMcpPrompt, uow=uow, secrets=secret_box, gateway=mcp_gateway, loaded=loaded_integrations
+    )
     read_mcp_resource = providers.Factory(ReadMcpResource, uow=uow, secrets=secret_box, gateway=mcp_gateway)
     retrieve_mcp_resource = providers.Factory(
         RetrieveMcpResource,
@@ -270,6 +299,7 @@ class Container(containers.DeclarativeContainer):
         timeout_seconds=settings.provided.openai_timeout_seconds,
         max_retries=settings.provided.openai_max_retries,
     )
+    metered_llm = providers.Factory(MeteredLanguageModel, llm, metrics)  # follows overrides of llm (tests)
     tracer = providers.Resource(resources.tracer, settings)
     run_event_bus = providers.Resource(resources.run_event_bus, settings)
     commands = providers.Singleton(OperatorCommandRunner.from_file, settings.provided.commands_file)
@@ -298,6 +328,7 @@ class Container(containers.DeclarativeContainer):
         commands=commands,
         search=web_search,
         sandbox=code_sandbox,
+        loaded=loaded_integrations,
     )
     # A sub-agent's run executes through AskAgent, which executes runs: ExecuteRun gets its collaborators below.
     execute_run = providers.Factory(ExecuteRun)
@@ -318,7 +349,7 @@ class Container(containers.DeclarativeContainer):
     execute_run.add_kwargs(
         recorder=providers.Factory(RunRecorder, uow=uow, clock=clock, ids=ids, bus=run_event_bus),
         assembler=tool_assembler,
-        model=providers.Factory(ModelCall, llm=llm, ids=ids, clock=clock),
+        model=providers.Factory(ModelCall, llm=metered_llm, ids=ids, clock=clock),
         tools=providers.Factory(
             ToolCalls,
             handlers=tool_handlers,
@@ -330,9 +361,23 @@ class Container(containers.DeclarativeContainer):
         ),
         tracer=tracer,
     )
-    run_executor = resources.Background(resources.run_executor, settings, execute_run.provider)
-    worker_runs = providers.Singleton(WorkerRuns, providers.Callable(resources.executing, execute_run.provider))
-    create_run = providers.Factory(CreateRun, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor)
+    run_executor = resources.Background(
+        resources.run_executor, settings, execute_run.provider, metrics=metrics, org_limits=org_limits
+    )
+    worker_runs = providers.Singleton(
+        WorkerRuns,
+        providers.Callable(resources.executing, execute_run.provider, metrics),
+        providers.Singleton(RunAdmission, database, default_limit=settings.provided.org_max_concurrent_runs),
+    )
+    create_run = providers.Factory(
+        CreateRun,
+        uow=uow,
+        clock=clock,
+        ids=ids,
+        bus=run_event_bus,
+        executor=run_executor,
+        rate_limit=run_rate_limit,
+    )
     get_run = providers.Factory(GetRun, uow=uow)
     list_runs = providers.Factory(ListRuns, uow=uow)
     cancel_run = providers.Factory(CancelRun, uow=uow, clock=clock, bus=run_event_bus, executor=run_executor)
@@ -342,7 +387,9 @@ class Container(containers.DeclarativeContainer):
     follow_run = providers.Factory(FollowRun, uow=uow, bus=run_event_bus)
     # -- the OpenAI-compatible routes -----------------------------------------------------------------
     list_agent_models = providers.Factory(ListAgentModels, uow=uow)
-    converse = providers.Factory(Converse, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor)
+    converse = providers.Factory(
+        Converse, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor, rate_limit=run_rate_limit
+    )
     answer_tool_calls = providers.Factory(AnswerToolCalls, uow=uow, submit=submit_tool_results)
     # -- prompt templates and /mcp ------------------------------------------------------------------
     prompt_files = resources.Background(
@@ -361,7 +408,9 @@ class Container(containers.DeclarativeContainer):
     render_prompt_template = providers.Factory(RenderPromptTemplate, uow=uow, files=prompt_files)
     render_draft_template = providers.Factory(RenderDraftTemplate)
     list_published = providers.Factory(ListPublished, uow=uow, files=prompt_files)
-    call_published_tool = providers.Factory(CallPublishedTool, uow=uow, clock=clock, files=prompt_files, ask=ask_agent)
+    call_published_tool = providers.Factory(
+        CallPublishedTool, uow=uow, clock=clock, files=prompt_files, ask=ask_agent, rate_limit=run_rate_limit
+    )
     get_published_prompt = providers.Factory(GetPublishedPrompt, uow=uow, files=prompt_files)
     complete_argument = providers.Factory(CompleteArgument, uow=uow, files=prompt_files)
     publishing_server = providers.Singleton(
@@ -371,9 +420,13 @@ class Container(containers.DeclarativeContainer):
         get_prompt=get_published_prompt.provider,
         complete=complete_argument.provider,
     )
-    # On PostgreSQL, integration and publishing changes made through any process reach this one's MCP state.
+    # Integration and publishing changes reach this process's MCP state (on PostgreSQL, those of any process).
     catalog_changes = providers.Resource(
-        resources.catalog_changes, settings=settings, gateway=mcp_gateway, publishing=publishing_server
+        resources.catalog_changes,
+        settings=settings,
+        database=database,
+        gateway=mcp_gateway,
+        publishing=publishing_server,
     )
     mcp_endpoint = providers.Singleton(
         McpEndpoint,
