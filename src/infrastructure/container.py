@@ -349,7 +349,13 @@ class Container(containers.DeclarativeContainer):
     execute_run.add_kwargs(
         recorder=providers.Factory(RunRecorder, uow=uow, clock=clock, ids=ids, bus=run_event_bus),
         assembler=tool_assembler,
-        model=providers.Factory(ModelCall, llm=metered_llm, ids=ids, clock=clock),
+        model=providers.Factory(
+            ModelCall,
+            llm=metered_llm,
+            ids=ids,
+            clock=clock,
+            default_context_tokens=settings.provided.default_context_tokens,
+        ),
         tools=providers.Factory(
             ToolCalls,
             handlers=tool_handlers,

@@ -85,6 +85,13 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(default=None, description="Base URL of an OpenAI-compatible API")
     openai_timeout_seconds: float = Field(default=60, gt=0, description="Timeout of one model request")
     openai_max_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed model request")
+    default_context_tokens: int = Field(
+        default=32_768,
+        ge=1_024,
+        le=10_000_000,
+        description="Context window assumed for a model the catalog does not know (an agent's "
+        "model_settings.context_tokens overrides it)",
+    )
     langfuse_public_key: str | None = Field(default=None, description="Langfuse public key; unset: no tracing")
     langfuse_secret_key: SecretStr | None = Field(default=None, description="Langfuse secret key")
     langfuse_base_url: str = Field(default="https://cloud.langfuse.com", description="Langfuse server")
