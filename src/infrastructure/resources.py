@@ -198,13 +198,10 @@ async def catalog_changes(
 
 async def key_revocations(settings: Settings, keys: VerifiedKeyCache) -> AsyncIterator[None]:
     """Verified API keys are trusted only while revocations reach them: on PostgreSQL, through the listener
-    (see key_revocations.py); on SQLite (one process per database) the revoking use case forgets them itself."""
+    (see key_revocations.py). On SQLite nothing tells the server of a key revoked by another process (the
+    command line, `threadline keys revoke`), so keys are never trusted there: each request reads its key."""
     if make_url(settings.database_url).get_backend_name() != "postgresql":
-        keys.trust()
-        try:
-            yield
-        finally:
-            keys.distrust()
+        yield
         return
     listener = KeyRevocationListener(settings.database_url, keys)
     await listener.start()
