@@ -287,6 +287,23 @@ async def test_an_agent_linked_to_an_integration_answers_a_run_that_streams_in_l
     await screenshot(page, "thread")
 
 
+async def test_editing_an_agent_keeps_the_model_settings_the_form_does_not_show(
+    page: Any, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    settings = {"temperature": 0.2, "top_p": 0.9, "seed": 7, "presence_penalty": 0.5}
+    created = await client.post("/v1/agents", json={"name": "Tuned", "model_settings": settings}, headers=tenant.admin)
+    assert created.status_code == 201, created.text
+    agent = created.json()
+    await sign_in(page, bearer(tenant.admin), f"#/agents/{agent['id']}/edit")
+    await page.get_by_label("Temperature").fill("0.4")
+    await page.get_by_label("Instructions").fill("Be precise.")
+    await page.get_by_role("button", name="Save changes").click()
+    await expect(page.get_by_role("heading", name="Tuned", exact=True)).to_be_visible()
+    saved = (await client.get(f"/v1/agents/{agent['id']}", headers=tenant.admin)).json()
+    assert saved["instructions"] == "Be precise."
+    assert saved["model_settings"] == {"temperature": 0.4, "top_p": 0.9, "seed": 7, "presence_penalty": 0.5}
+
+
 @pytest.mark.executors
 async def test_a_long_run_is_cancelled_from_its_page(
     page: Any, client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI

@@ -125,7 +125,8 @@ async function formPage({ main, signal, go }, existing) {
     h("div", { class: "actions" }, save, link("Cancel", existing ? `#/agents/${existing.id}` : "#/agents", { class: "btn ghost" })));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const settings = {};
+    // The settings this form has no field for (top_p, seed, penalties... set through the API) are kept.
+    const { temperature: _t, max_tokens: _m, context_tokens: _c, ...settings } = v.model_settings || {};
     if (temperature.value !== "") settings.temperature = Number(temperature.value);
     if (maxTokens.value !== "") settings.max_tokens = Number(maxTokens.value);
     if (contextTokens.value !== "") settings.context_tokens = Number(contextTokens.value);
