@@ -108,3 +108,14 @@ async def test_mcp_calls_are_counted_by_integration_id(
         == 1
     )
     assert value(after, "threadline_mcp_call_errors_total", **labels) == 0
+
+
+async def test_a_made_up_http_method_is_counted_as_other(
+    client: httpx.AsyncClient, tenant: Tenant, metrics_token: str
+) -> None:
+    for method in ("BREW", "WHEN", "BREW"):
+        await client.request(method, "/v1/agents", headers=tenant.admin)
+    samples = await scrape(client)
+    methods = {dict(labels)["method"] for name, labels in samples if name == "threadline_http_requests_total"}
+    assert "OTHER" in methods
+    assert not methods & {"BREW", "WHEN"}

@@ -46,7 +46,7 @@ class RequestObservation:
                 headers = MutableHeaders(scope=message)
                 headers[HEADER] = request_id
                 route = _route(scope)
-                metrics.http_duration.labels(scope["method"], route).observe(time.perf_counter() - began)
+                metrics.http_duration.labels(_method(scope), route).observe(time.perf_counter() - began)
                 if headers.get("content-type", "").startswith("text/event-stream"):
                     streaming = True
                     metrics.sse_streams.inc()
@@ -57,8 +57,17 @@ class RequestObservation:
         finally:
             if streaming:
                 metrics.sse_streams.dec()
-            metrics.http_requests.labels(scope["method"], _route(scope), str(status)).inc()
+            metrics.http_requests.labels(_method(scope), _route(scope), str(status)).inc()
             current_request_id.reset(token)
+
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def _method(scope: Scope) -> str:
+    """The request's method, or OTHER: a client's made-up methods must not make a series each."""
+    method = str(scope["method"])
+    return method if method in _METHODS else "OTHER"
 
 
 def _route(scope: Scope) -> str:
