@@ -30,6 +30,8 @@ class HttpFileFetcher:
                     await self._outbound.check_url(current)
                     async with client.stream("GET", current) as response:
                         if response.is_redirect:
+                            if "location" not in response.headers:
+                                raise UnreadableSource(f"{current} redirects (HTTP {response.status_code}) nowhere")
                             current = str(response.url.join(response.headers["location"]))
                             continue
                         return await self._file(response, current, max_bytes)

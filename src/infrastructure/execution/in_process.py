@@ -41,7 +41,8 @@ class _OrgSlots:
             if turn.done() and not turn.cancelled():
                 self.give_back()  # handed a slot just as the run was cancelled: the next one takes it
             else:
-                self.waiting.remove((turn, limit))
+                with contextlib.suppress(ValueError):  # give_back took it off the line in the same loop step
+                    self.waiting.remove((turn, limit))
             raise
 
     def give_back(self) -> None:

@@ -142,7 +142,7 @@ class PostgresRunEventBus:
                     failures = 0
                     async for notification in listener.notifies():
                         self._received(notification.pid, notification.payload)
-            except psycopg.OperationalError:
+            except psycopg.Error:  # whatever ended the listening (a lost connection, a protocol error...)
                 logger.warning("the connection that receives run events of other processes was lost; reconnecting")
             listener = await self._reconnect(failures)
             failures += 1
