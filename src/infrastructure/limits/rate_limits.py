@@ -50,7 +50,9 @@ _HIT = text(
     " ON CONFLICT (key, window_start) DO UPDATE SET count = rate_limit_windows.count + 1"
     " WHERE rate_limit_windows.count < :limit RETURNING count"
 )
-_FORGET = text("DELETE FROM rate_limit_windows WHERE key = :key AND window_start < :start")
+_FORGET = text("DELETE FROM rate_limit_windows WHERE window_start < :start")
+"""Every key's past windows (a bearer token that never comes back, an organization gone quiet): the table
+holds the current minute's counters only."""
 
 
 class DatabaseWindows:
@@ -60,8 +62,8 @@ class DatabaseWindows:
     async def hit(self, key: str, window_start: int, limit: int) -> bool:
         async with self._database.engine.begin() as conn:
             count = (await conn.execute(_HIT, {"key": key, "start": window_start, "limit": limit})).scalar()
-            if count == 1:  # the window's first hit: the key's older windows are over
-                await conn.execute(_FORGET, {"key": key, "start": window_start})
+            if count == 1:  # the window's first hit: the older windows are over
+                await conn.execute(_FORGET, {"start": window_start})
         return count is not None
 
 
