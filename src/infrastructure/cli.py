@@ -72,11 +72,21 @@ def _migrate(container: Container) -> None:
         raise _fail(f"migration failed: {error}") from None
 
 
+def _index_stored_sources() -> int:
+    """Sources stored before sources were indexed become searchable (once: indexed ones are not read again)."""
+
+    async def work(c: Container) -> int:
+        return await (await c.index_stored_sources.async_()).execute()
+
+    return _run(work)
+
+
 @app.command()
 def migrate() -> None:
     """Upgrade the database schema to the latest revision."""
     _migrate(Container())
-    typer.echo("database is at the latest revision")
+    indexed = _index_stored_sources()
+    typer.echo("database is at the latest revision" + (f"; {indexed} stored source(s) indexed" if indexed else ""))
 
 
 @app.command()
@@ -95,6 +105,7 @@ def serve(
     configure_logging(settings.log_level, settings.log_format)
     if migrate_first:
         _migrate(container)
+        _index_stored_sources()
     from infrastructure.http.server import StoppingServer
 
     application = create_app(container)

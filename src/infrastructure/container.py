@@ -71,6 +71,7 @@ from application.use_cases.prompt_templates import (
 from application.use_cases.sources import (
     DeleteSource,
     GetSource,
+    IndexStoredSources,
     ListPassages,
     ListSources,
     ReindexSource,
@@ -318,6 +319,7 @@ class Container(containers.DeclarativeContainer):
     )
     delete_source = providers.Factory(DeleteSource, uow=uow)
     reindex_source = providers.Factory(ReindexSource, uow=uow)
+    index_stored_sources = providers.Factory(IndexStoredSources, uow=uow)
     list_passages = providers.Factory(ListPassages, uow=uow)
     search_sources = providers.Factory(SearchSources, uow=uow)
     tool_assembler = providers.Factory(

@@ -169,6 +169,11 @@ class PassageRepository(Protocol):
         """The source's passages in order, from the one after position `after`."""
         ...
 
+    async def unindexed(self, *, limit: int, after: SourceId | None) -> Sequence[tuple[OrgId, SourceId]]:
+        """Sources with text or a table and no passages (stored before sources were indexed), by id, after
+        `after`; across organizations: for the operator's upgrade."""
+        ...
+
     async def search(self, org_id: OrgId, scope: SearchScope, query: str, *, limit: int) -> Sequence[PassageHit]:
         """Full-text search: the best passages for the query's words, in the organization's language.
         Any text is a valid query (operators a user typed are words like the others)."""

@@ -217,6 +217,31 @@ class ReindexSource:
         return IndexedSource(source=source, passages=len(passages))
 
 
+class IndexStoredSources:
+    """Indexes the sources stored before sources were split into passages (they were invisible to searches
+    and `source_query` until then), a batch per transaction; run by `threadline migrate`. Answers how many."""
+
+    BATCH = 100
+
+    def __init__(self, uow: UnitOfWork) -> None:
+        self._uow = uow
+
+    async def execute(self) -> int:
+        indexed, after = 0, None
+        while True:
+            async with self._uow as uow:
+                batch = await uow.passages.unindexed(limit=self.BATCH, after=after)
+                for org_id, source_id in batch:
+                    source = await uow.sources.get(org_id, source_id)
+                    if source is not None:
+                        await uow.passages.replace(source, passages_of(source))
+                        indexed += 1
+                await uow.commit()
+            if len(batch) < self.BATCH:
+                return indexed
+            after = batch[-1][1]
+
+
 class ListPassages:
     """A source's passages in order, with their locations."""
 

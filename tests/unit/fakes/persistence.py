@@ -361,6 +361,9 @@ class FakePassages:
         for passage in passages:
             self.table.put((source.id, passage.position), (source, passage))
 
+    async def unindexed(self, *, limit: int, after: SourceId | None) -> Sequence[tuple[OrgId, SourceId]]:
+        return []  # the fakes start empty: nothing was stored before sources were indexed
+
     async def list(self, org_id: OrgId, source_id: SourceId, *, limit: int, after: int | None) -> Sequence[Passage]:
         found = [p for s, p in self.table.values() if s.org_id == org_id and s.id == source_id]
         return _page(found, lambda p: p.position, after, limit)

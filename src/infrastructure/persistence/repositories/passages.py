@@ -97,6 +97,20 @@ class SqlPassageRepository:
             query = query.where(table.c.position > after)
         return [_passage(row) for row in await self._conn.execute(query)]
 
+    async def unindexed(self, *, limit: int, after: SourceId | None) -> Sequence[tuple[OrgId, SourceId]]:
+        query = (
+            select(sources.c.org_id, sources.c.id)
+            .where(
+                or_(sources.c.text.is_not(None), sources.c.data.is_not(None)),
+                ~select(table.c.id).where(table.c.source_id == sources.c.id).exists(),
+            )
+            .order_by(sources.c.id)
+            .limit(limit)
+        )
+        if after is not None:
+            query = query.where(sources.c.id > after)
+        return [(OrgId(row.org_id), SourceId(row.id)) for row in await self._conn.execute(query)]
+
     async def search(self, org_id: OrgId, scope: SearchScope, query: str, *, limit: int) -> Sequence[PassageHit]:
         if not _WORDS.search(query):
             return []
