@@ -17,8 +17,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from bench._server import fake_model
-from bench.runs import threadline
+from bench.runs import fake_model, threadline
 
 
 async def main(backend: str, calls: int) -> None:

@@ -23,13 +23,9 @@ from application.errors import (
     NotFound,
     PermissionDenied,
     RunNotCompleted,
-    SourceTooLarge,
     StorageUnavailable,
-    UnreadableSource,
-    UnsupportedSourceType,
     UrlNotAllowed,
 )
-from application.ports.limits import RateLimited
 from domain.errors import DomainError, IllegalTransition, InvalidValue
 from infrastructure.http.asgi import TrackedSend
 from infrastructure.security.secret_box import SecretUnreadable
@@ -44,7 +40,6 @@ ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
     (NotFound, 404),
     (Conflict, 409),
     (IllegalTransition, 409),
-    (RateLimited, 429),
     (StorageUnavailable, 503),
     (RunNotCompleted, 500),
     (McpTimeout, 504),
@@ -52,9 +47,6 @@ ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
     (McpAuthFailed, 502),
     (McpProtocolError, 502),
     (InvalidCursor, 400),
-    (SourceTooLarge, 413),
-    (UnsupportedSourceType, 415),
-    (UnreadableSource, 422),
     (InvalidReference, 422),
     (UrlNotAllowed, 422),
     (InvalidValue, 422),
@@ -82,7 +74,6 @@ _HTTP_NAMES = {
     406: "NotAcceptable",
     413: "RequestTooLarge",
     415: "UnsupportedMediaType",
-    429: "RateLimited",
 }
 
 
@@ -111,10 +102,7 @@ def error_headers(status: int) -> dict[str, str]:
 
 def domain_error_response(error: DomainError) -> JSONResponse:
     status = status_of(error)
-    headers = error_headers(status)
-    if isinstance(error, RateLimited):
-        headers["Retry-After"] = str(error.retry_after_seconds)
-    return error_response(status, type(error).__name__, error.detail, headers or None)
+    return error_response(status, type(error).__name__, error.detail, error_headers(status) or None)
 
 
 async def _domain_error(_request: Request, error: Exception) -> JSONResponse:

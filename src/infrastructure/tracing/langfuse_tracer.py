@@ -31,7 +31,6 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
 from application.ports.tracing import Level, RunTrace, TraceGeneration, TraceSpan
-from application.request_context import current_request_id
 from domain.usage import Usage
 from infrastructure.tracing.langfuse_registry import LangfuseRegistry
 from infrastructure.tracing.noop import NoopGeneration, NoopRunTrace, NoopSpan
@@ -154,15 +153,7 @@ class _LangfuseRunTrace:
             logger.warning("tracing: could not open span %s", name, exc_info=True)
             return NoopSpan()
 
-    def generation(
-        self,
-        name: str,
-        *,
-        model: str,
-        model_parameters: Mapping[str, Any],
-        input: Any,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> TraceGeneration:
+    def generation(self, name: str, *, model: str, model_parameters: Mapping[str, Any], input: Any) -> TraceGeneration:
         try:
             with self._attributes.scope():
                 generation = self._root.start_observation(
@@ -171,7 +162,6 @@ class _LangfuseRunTrace:
                     model=model,
                     model_parameters=dict(model_parameters),
                     input=input,
-                    metadata=_as_dict(metadata),
                 )
             return _LangfuseGeneration(generation)
         except Exception:
@@ -249,15 +239,7 @@ class LangfuseTracer:
         if self._client is None or self._closed:
             return NoopRunTrace()
         try:
-            # The request that created the run (in a worker, the one the run remembers: see job_queue.py).
-            request_id = current_request_id.get()
-            trace_metadata = {
-                **(metadata or {}),
-                "org_id": org_id,
-                "agent_id": agent_id,
-                "run_id": run_id,
-                "request_id": request_id,
-            }
+            trace_metadata = {**(metadata or {}), "org_id": org_id, "agent_id": agent_id, "run_id": run_id}
             attributes = _TraceAttributes(
                 session_id=thread_id,
                 trace_name=name,

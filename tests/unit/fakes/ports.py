@@ -147,7 +147,6 @@ class RecordedGeneration:
     name: str
     model: str
     input: Any
-    metadata: dict[str, Any] = field(default_factory=dict)
     ended: dict[str, Any] | None = None
 
     def end(
@@ -186,15 +185,9 @@ class RecordingTrace:
         return span
 
     def generation(
-        self,
-        name: str,
-        *,
-        model: str,
-        model_parameters: Mapping[str, Any],
-        input: Any,
-        metadata: Mapping[str, Any] | None = None,
+        self, name: str, *, model: str, model_parameters: Mapping[str, Any], input: Any
     ) -> RecordedGeneration:
-        generation = RecordedGeneration(name=name, model=model, input=input, metadata=dict(metadata or {}))
+        generation = RecordedGeneration(name=name, model=model, input=input)
         self.generations.append(generation)
         return generation
 

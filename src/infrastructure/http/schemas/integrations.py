@@ -83,14 +83,9 @@ class IntegrationCreate(RequestModel):
     url: Url | None = Field(default=None, description="Server URL (streamable_http, sse)")
     server: ServerName | None = Field(default=None, description="Operator-defined server name (stdio)")
     auth_type: AuthType = AuthType.NONE
-    """`none`, `bearer` (Authorization header), `header` (auth_header_name), `oauth` (an admin authorizes it:
-    POST .../oauth/authorize) or `client_credentials` (OAuth machine to machine)"""
+    """`none`, `bearer` (Authorization header) or `header` (auth_header_name)"""
     auth_header_name: HeaderName | None = Field(default=None, description="Header carrying the credential (header)")
-    credentials: Credentials | None = Field(
-        default=None,
-        description="Stored encrypted; never returned. For oauth (optional) and client_credentials: "
-        "`client_id:client_secret` (or `client_id` for a public oauth client)",
-    )
+    credentials: Credentials | None = Field(default=None, description="Stored encrypted; never returned")
     tool_filter: ToolFilterIn = Field(default_factory=ToolFilterIn)
     """Which of its tools agents see"""
     timeout_seconds: Timeout = 30
@@ -129,7 +124,7 @@ class IntegrationUpdate(PatchModel):
     server: ServerName | None = None
     """Operator-defined server name (stdio)"""
     auth_type: AuthType | None = None
-    """`none`, `bearer`, `header`, `oauth` or `client_credentials`"""
+    """`none`, `bearer` or `header`"""
     auth_header_name: HeaderName | None = None
     """Header carrying the credential (header)"""
     credentials: Credentials | None = None
@@ -204,7 +199,7 @@ class IntegrationOut(ResponseModel):
     server: str | None
     """Operator-defined server name (stdio)"""
     auth_type: AuthType
-    """`none`, `bearer`, `header`, `oauth` or `client_credentials`"""
+    """`none`, `bearer` or `header`"""
     auth_header_name: str | None
     """Header carrying the credential (header)"""
     credentials: CredentialsOut

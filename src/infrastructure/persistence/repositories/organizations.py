@@ -1,6 +1,6 @@
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -12,14 +12,7 @@ from infrastructure.persistence.tables import organizations
 
 
 def _to_entity(row: Any) -> Organization:
-    return Organization(
-        id=OrgId(row.id),
-        name=row.name,
-        slug=row.slug,
-        created_at=utc_required(row.created_at),
-        max_concurrent_runs=row.max_concurrent_runs,
-        runs_per_minute=row.runs_per_minute,
-    )
+    return Organization(id=OrgId(row.id), name=row.name, slug=row.slug, created_at=utc_required(row.created_at))
 
 
 class SqlOrganizationRepository:
@@ -29,14 +22,7 @@ class SqlOrganizationRepository:
     async def add(self, org: Organization) -> None:
         try:
             await self._conn.execute(
-                insert(organizations).values(
-                    id=org.id,
-                    name=org.name,
-                    slug=org.slug,
-                    created_at=org.created_at,
-                    max_concurrent_runs=org.max_concurrent_runs,
-                    runs_per_minute=org.runs_per_minute,
-                )
+                insert(organizations).values(id=org.id, name=org.name, slug=org.slug, created_at=org.created_at)
             )
         except IntegrityError as error:
             raise refused(error, org.slug) from None
@@ -48,10 +34,3 @@ class SqlOrganizationRepository:
     async def get_by_slug(self, slug: str) -> Organization | None:
         row = (await self._conn.execute(select(organizations).where(organizations.c.slug == slug))).first()
         return _to_entity(row) if row else None
-
-    async def save_limits(self, org: Organization) -> None:
-        await self._conn.execute(
-            update(organizations)
-            .where(organizations.c.id == org.id)
-            .values(max_concurrent_runs=org.max_concurrent_runs, runs_per_minute=org.runs_per_minute)
-        )
