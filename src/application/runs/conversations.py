@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from application.caller import Caller
 from application.errors import (
     AgentNotFound,
-    IdempotencyConflict,
-    IdempotencyKeyReused,
     RunNotFound,
     ThreadBusy,
     ThreadNotFound,
@@ -25,6 +23,7 @@ from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from application.runs.create_run import check_client_tools
 from application.runs.queueing import queue_run
+from application.runs.starting import RunStarter
 from application.runs.submit_tool_results import SubmitToolResults, SubmitToolResultsCommand, ToolResultInput
 from domain.agents import Agent
 from domain.errors import InvalidValue
@@ -83,7 +82,8 @@ class Converse:
     def __init__(
         self, uow: UnitOfWork, clock: Clock, ids: IdGenerator, bus: RunEventBus, executor: RunExecutor
     ) -> None:
-        self._uow, self._clock, self._ids, self._bus, self._executor = uow, clock, ids, bus, executor
+        self._uow, self._clock, self._ids = uow, clock, ids
+        self._starter = RunStarter(uow, bus, executor)
 
     async def execute(self, command: ConverseCommand) -> Conversing:
         if not command.turns:
@@ -91,25 +91,10 @@ class Converse:
         if len(command.turns) > TURNS_MAX:
             raise InvalidValue(f"a request may hold at most {TURNS_MAX} messages")
         digest = _digest(command) if command.idempotency_key is not None else None
-        existing = await self._by_idempotency_key(command)
-        if existing is not None:
-            return _replayed(existing, command, digest)
-        try:
-            run, created = await self._queue(command, digest)
-        except IdempotencyConflict:
-            winner = await self._by_idempotency_key(command)
-            if winner is None:
-                raise
-            return _replayed(winner, command, digest)
-        await self._bus.publish(created)
-        await self._executor.submit(run.org_id, run.id)
-        return Conversing(run=run, created=True)
-
-    async def _by_idempotency_key(self, command: ConverseCommand) -> Run | None:
-        if command.idempotency_key is None:
-            return None
-        async with self._uow.read_only() as uow:
-            return await uow.runs.find_by_idempotency_key(command.caller.org_id, command.idempotency_key)
+        run, created = await self._starter.start(
+            command.caller.org_id, command.idempotency_key, digest, lambda: self._queue(command, digest)
+        )
+        return Conversing(run=run, created=created)
 
     async def _queue(self, command: ConverseCommand, digest: str | None) -> tuple[Run, RunEvent]:
         org_id = command.caller.org_id
@@ -236,12 +221,3 @@ def _digest(command: ConverseCommand) -> str:
     }
     encoded = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(encoded.encode()).hexdigest()
-
-
-def _replayed(run: Run, command: ConverseCommand, digest: str | None) -> Conversing:
-    if run.request_digest != digest:
-        raise IdempotencyKeyReused(
-            f"the idempotency key {command.idempotency_key!r} already started run {run.id} for a different request;"
-            " use a new key"
-        )
-    return Conversing(run=run, created=False)

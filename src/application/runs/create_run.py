@@ -7,8 +7,6 @@ from dataclasses import dataclass
 
 from application.caller import Caller
 from application.errors import (
-    IdempotencyConflict,
-    IdempotencyKeyReused,
     InvalidReference,
     ThreadBusy,
     ThreadNotFound,
@@ -17,6 +15,7 @@ from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from application.runs.queueing import queue_run
+from application.runs.starting import RunStarter
 from application.runs.tools.assembly import reserved_names
 from domain.agents import Agent
 from domain.errors import InvalidValue
@@ -51,35 +50,21 @@ class CreateRun:
     def __init__(
         self, uow: UnitOfWork, clock: Clock, ids: IdGenerator, bus: RunEventBus, executor: RunExecutor
     ) -> None:
-        self._uow, self._clock, self._ids, self._bus, self._executor = uow, clock, ids, bus, executor
+        self._uow, self._clock, self._ids = uow, clock, ids
+        self._starter = RunStarter(uow, bus, executor)
 
     async def execute(self, command: CreateRunCommand) -> CreatedRun:
         if command.input is not None and not (1 <= len(command.input) <= INPUT_MAX):
             raise InvalidValue(f"input must be 1-{INPUT_MAX} characters")
         digest = request_digest(command) if command.idempotency_key is not None else None
-        existing = await self._by_idempotency_key(command)
-        if existing is not None:
-            return _replayed(existing, command, digest)
-        try:
-            queued = await self._queue(command, digest)
-        except IdempotencyConflict:
-            # Another request with the same key won the race: answer with its run.
-            winner = await self._by_idempotency_key(command)
-            if winner is None:
-                raise
-            return _replayed(winner, command, digest)
-        if isinstance(queued, Run):  # the key's run, created while this request waited for the thread
-            return _replayed(queued, command, digest)
-        run, created = queued
-        await self._bus.publish(created)
-        await self._executor.submit(run.org_id, run.id)
-        return CreatedRun(run=run, created=True)
-
-    async def _by_idempotency_key(self, command: CreateRunCommand) -> Run | None:
-        if command.idempotency_key is None:
-            return None
-        async with self._uow.read_only() as uow:
-            return await uow.runs.find_by_idempotency_key(command.caller.org_id, command.idempotency_key)
+        run, created = await self._starter.start(
+            command.caller.org_id,
+            command.idempotency_key,
+            digest,
+            lambda: self._queue(command, digest),
+            thread_id=command.thread_id,
+        )
+        return CreatedRun(run=run, created=created)
 
     async def _queue(self, command: CreateRunCommand, digest: str | None) -> tuple[Run, RunEvent] | Run:
         org_id = command.caller.org_id
@@ -142,14 +127,3 @@ def request_digest(command: CreateRunCommand) -> str:
     }
     encoded = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(encoded.encode()).hexdigest()
-
-
-def _replayed(run: Run, command: CreateRunCommand, digest: str | None) -> CreatedRun:
-    """The run an idempotency key started, when this request is the same one again."""
-    same = run.request_digest == digest if run.request_digest is not None else run.thread_id == command.thread_id
-    if not same:
-        raise IdempotencyKeyReused(
-            f"the idempotency key {command.idempotency_key!r} already started run {run.id} for a different request"
-            " (another thread, agent, input or tools); use a new key"
-        )
-    return CreatedRun(run=run, created=False)
