@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from application.ports.template_files import AgentFile
 from domain.native_tools import ToolRef
 from domain.tools import ToolType
 from infrastructure.template_files import (
-    ChatMdAgent,
     LoadResult,
     Problem,
     TemplateDirectory,
@@ -57,7 +57,7 @@ def test_the_example_templates_load_without_problems() -> None:
 def test_the_example_chatmd_file_imports_as_an_agent() -> None:
     agent = read_chatmd_agent(EXAMPLES / "support-triage.chatmd")
 
-    assert isinstance(agent, ChatMdAgent)
+    assert isinstance(agent, AgentFile)
     assert (agent.name, agent.slug) == ("support-triage", "support-triage")
     assert agent.description == "Triage a customer support ticket into a category and a priority."
     assert agent.tools == (ToolRef(type=ToolType.WEBSITE_CONTENT),)

@@ -4,12 +4,12 @@ from textwrap import dedent
 
 import pytest
 
+from application.ports.template_files import AgentFile
 from domain.mcp_prompts import PromptMessage
 from domain.native_tools import ToolRef
 from domain.prompt_templates import ArgumentType
 from domain.tools import ToolType
 from infrastructure.template_files import (
-    ChatMdAgent,
     Problem,
     TemplateFile,
     chatmd_agent,
@@ -442,7 +442,7 @@ def test_a_chatmd_file_becomes_an_agent_definition() -> None:
         "agents/Code Reviewer.chatmd",
     )
 
-    assert isinstance(agent, ChatMdAgent)
+    assert isinstance(agent, AgentFile)
     assert (agent.name, agent.slug, agent.model) == ("Code Reviewer", "code-reviewer", "gpt-4o-mini")
     assert agent.instructions == "You review pull requests. Be kind.\n\nQuote the lines you comment on."
     assert agent.description == "You review pull requests."
@@ -462,7 +462,7 @@ def test_a_chatmd_file_becomes_an_agent_definition() -> None:
 def test_an_agent_file_without_instructions_is_imported_with_a_warning() -> None:
     agent = chatmd_agent("<user>Hi {name}</user>", "a.chatmd")
 
-    assert isinstance(agent, ChatMdAgent)
+    assert isinstance(agent, AgentFile)
     assert (agent.instructions, agent.description, agent.tools) == ("", "", ())
     assert "no <system> or <developer> message: the agent has no instructions" in agent.warnings
 
@@ -470,7 +470,7 @@ def test_an_agent_file_without_instructions_is_imported_with_a_warning() -> None
 def test_an_agent_whose_instructions_use_placeholders_is_warned() -> None:
     agent = chatmd_agent("<system>Answer in {language}.</system>", "a.chatmd")
 
-    assert isinstance(agent, ChatMdAgent)
+    assert isinstance(agent, AgentFile)
     assert agent.warnings == ("the instructions use placeholders ({language}) that an agent does not fill in",)
 
 

@@ -1,11 +1,11 @@
-"""A ChatMD file as the definition of an agent, for `threadline agents import FILE.chatmd`."""
+"""A ChatMD file as the definition of an agent (the AgentFiles port's AgentFile: name and slug from the file
+stem, instructions from the system and developer messages, the native tools the declared ones map to, and in
+`warnings` what was left out), for `threadline agents import FILE.chatmd` and the REST API."""
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from application.errors import InvalidAgentFile
 from application.ports.template_files import AgentFile
-from domain.native_tools import ToolRef
 from domain.prompt_templates import declared_placeholders
 from domain.text import slugify
 from infrastructure.template_files.chatmd import ChatMdDocument, first_sentence, parse_chatmd_document
@@ -16,23 +16,7 @@ from infrastructure.template_files.problems import Problem
 _INSTRUCTION_ROLES = ("system", "developer")
 
 
-@dataclass(frozen=True, kw_only=True)
-class ChatMdAgent:
-    """What to create: name and slug from the file stem, instructions from the system and developer
-    messages, and the native tools the declared ones map to. `warnings` lists what was left out."""
-
-    path: str
-    name: str
-    slug: str
-    description: str
-    instructions: str
-    tools: tuple[ToolRef, ...]
-    model: str | None
-    """<config model="..."/>, if the file sets one."""
-    warnings: tuple[str, ...]
-
-
-def chatmd_agent(text: str, path: str) -> ChatMdAgent | list[Problem]:
+def chatmd_agent(text: str, path: str) -> AgentFile | list[Problem]:
     document = parse_chatmd_document(text, path)
     if isinstance(document, list):
         return document
@@ -43,8 +27,7 @@ def chatmd_agent(text: str, path: str) -> ChatMdAgent | list[Problem]:
         description = document.meta["description"]
     else:
         description = first_sentence(instructions) if instructions else ""
-    return ChatMdAgent(
-        path=path,
+    return AgentFile(
         name=document.stem,
         slug=slugify(document.stem),
         description=description,
@@ -55,7 +38,7 @@ def chatmd_agent(text: str, path: str) -> ChatMdAgent | list[Problem]:
     )
 
 
-def read_chatmd_agent(path: Path) -> ChatMdAgent | list[Problem]:
+def read_chatmd_agent(path: Path) -> AgentFile | list[Problem]:
     try:
         data = path.read_bytes()
     except OSError as error:
@@ -99,12 +82,4 @@ class ChatMdAgentFiles:
         read = chatmd_agent(text, file_name)
         if isinstance(read, list):
             raise InvalidAgentFile("; ".join(str(problem) for problem in read))
-        return AgentFile(
-            name=read.name,
-            slug=read.slug,
-            description=read.description,
-            instructions=read.instructions,
-            tools=read.tools,
-            model=read.model,
-            warnings=read.warnings,
-        )
+        return read
