@@ -1,13 +1,14 @@
-"""Start real Threadline processes on a fresh database for a benchmark: one `threadline serve`, or a
-worker-mode deployment (API replicas that queue runs and `threadline worker` processes that execute them)."""
+"""Start real processes for a benchmark: Threadline on a fresh database (one `threadline serve`, or a
+worker-mode deployment: API replicas that queue runs and `threadline worker` processes that execute them), and
+the fake OpenAI-compatible model the runs call."""
 
 import os
 import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -21,6 +22,8 @@ _PREFIX = os.environ.get("THREADLINE_BENCH_SERVER_PREFIX", "").split()
 POSTGRES_SERVER = os.environ.get(
     "THREADLINE_BENCH_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 )
+MCP_TOOL = "everything__echo"
+"""The tool the fake model calls: server-everything's echo, as an integration named Everything exposes it."""
 API_READY = "Application startup complete"
 WORKER_READY = "Starting worker"
 
@@ -162,3 +165,36 @@ def server(database_url: str, extra_env: dict[str, str] | None = None) -> Iterat
     """One `threadline serve` that executes its runs; yields its base URL and an admin auth header."""
     with deployment(database_url, 1, 0, extra_env) as running:
         yield running.apis[0]
+
+
+@asynccontextmanager
+async def fake_model(latency_ms: float = 0.0) -> AsyncIterator[str]:
+    """The fake model's base URL: each conversation calls MCP_TOOL once, then answers with text."""
+    process = subprocess.Popen(  # noqa: ASYNC220 - started once, before anything is measured
+        [
+            sys.executable,
+            "-m",
+            "tests.fakes.openai_server",
+            "--port",
+            "0",
+            "--latency-ms",
+            str(latency_ms),
+            "--script",
+            "tool-then-text",
+            "--tool-name",
+            MCP_TOOL,
+            "--tool-args",
+            '{"message": "hi"}',
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("listening on "):
+        raise RuntimeError(f"the fake model did not start: {line!r}")
+    try:
+        yield line.removeprefix("listening on ").strip()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -17,7 +17,8 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from bench.runs import fake_model, threadline
+from bench._server import fake_model
+from bench.runs import threadline
 
 
 async def main(backend: str, calls: int) -> None:

@@ -18,7 +18,6 @@ the ratios chat / native.
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,43 +26,13 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from bench._server import RunningServer, database, server
+from bench._server import MCP_TOOL, RunningServer, database, fake_model, server
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.mcp_servers import everything
 
-TOOL = "everything__echo"
+TOOL = MCP_TOOL
 ROUNDS = 2
 RUN_TIMEOUT_SECONDS = 120.0
-
-
-@asynccontextmanager
-async def fake_model() -> AsyncIterator[str]:
-    process = subprocess.Popen(  # noqa: ASYNC220 - started once, before anything is measured
-        [
-            sys.executable,
-            "-m",
-            "tests.fakes.openai_server",
-            "--port",
-            "0",
-            "--script",
-            "tool-then-text",
-            "--tool-name",
-            TOOL,
-            "--tool-args",
-            '{"message": "hi"}',
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("listening on "):
-        raise RuntimeError(f"the fake model did not start: {line!r}")
-    try:
-        yield line.removeprefix("listening on ").strip()
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 @asynccontextmanager

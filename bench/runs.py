@@ -52,11 +52,11 @@ import httpx
 from mcp import Client
 from openai import AsyncOpenAI
 
-from bench._server import Deployment, database, deployment, peak_memory_mb
+from bench._server import MCP_TOOL, Deployment, database, deployment, fake_model, peak_memory_mb
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.mcp_servers import everything
 
-TOOL = "everything__echo"
+TOOL = MCP_TOOL
 
 
 @dataclass(frozen=True)
@@ -110,38 +110,6 @@ async def threadline(backend: str, executor: Executor, env: dict[str, str]) -> A
         yield await asyncio.to_thread(stack.enter_context, deployment(url, executor.apis, executor.workers, env))
     finally:
         await asyncio.to_thread(stack.close)
-
-
-@asynccontextmanager
-async def fake_model(latency_ms: float) -> AsyncIterator[str]:
-    process = subprocess.Popen(  # noqa: ASYNC220 - started once, before anything is measured
-        [
-            sys.executable,
-            "-m",
-            "tests.fakes.openai_server",
-            "--port",
-            "0",
-            "--latency-ms",
-            str(latency_ms),
-            "--script",
-            "tool-then-text",
-            "--tool-name",
-            TOOL,
-            "--tool-args",
-            '{"message": "hi"}',
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("listening on "):
-        raise RuntimeError(f"the fake model did not start: {line!r}")
-    try:
-        yield line.removeprefix("listening on ").strip()
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 async def setup(running: Deployment, mcp_url: str, threads: int) -> tuple[list[httpx.AsyncClient], list[str]]:

@@ -84,7 +84,8 @@ def serve_counting(argv: list[str]) -> None:
 
 async def measure(backend: str, runs: int) -> None:
     from bench import _server
-    from bench.runs import Executor, fake_model, one_run, setup, threadline
+    from bench._server import fake_model
+    from bench.runs import Executor, one_run, setup, threadline
     from tests.mcp_servers import everything
 
     counts_file = Path(tempfile.mkdtemp()) / "counts.json"
