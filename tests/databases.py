@@ -7,8 +7,8 @@ against PostgreSQL; each run creates its own databases there and drops them afte
 import asyncio
 import os
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 
 from sqlalchemy import text
@@ -50,3 +50,14 @@ def fresh_database(directory: Path) -> Iterator[str]:
         return
     with postgres_database(POSTGRES_URL, "threadline_test") as url:
         yield url
+
+
+@asynccontextmanager
+async def off_the_loop(database: AbstractContextManager[str]) -> AsyncIterator[str]:
+    """A scratch database (`fresh_database(...)`, `postgres_database(...)`) for a test already on its event
+    loop: made and dropped in a worker thread, since both block."""
+    url = await asyncio.to_thread(database.__enter__)
+    try:
+        yield url
+    finally:
+        await asyncio.to_thread(database.__exit__, None, None, None)

@@ -1,7 +1,6 @@
 """`threadline serve` asked to stop while clients follow runs: the streams end at once, the process exits."""
 
 import asyncio
-import contextlib
 import os
 import re
 import signal
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.databases import fresh_database
+from tests.databases import fresh_database, off_the_loop
 from tests.fakes.openai_server import FakeOpenAI
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
@@ -32,12 +31,8 @@ async def _threadline(env: dict[str, str], *args: str) -> str:
 
 
 async def test_sigterm_ends_open_event_streams_and_the_server_exits_within_its_grace(tmp_path: Path) -> None:
-    database = contextlib.ExitStack()  # a scratch database, made and dropped outside the event loop
-    url = await asyncio.to_thread(database.enter_context, fresh_database(tmp_path))
-    try:
+    async with off_the_loop(fresh_database(tmp_path)) as url:
         await _stop_while_following(tmp_path, url)
-    finally:
-        await asyncio.to_thread(database.close)
 
 
 async def _stop_while_following(tmp_path: Path, url: str) -> None:

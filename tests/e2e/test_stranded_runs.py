@@ -20,7 +20,7 @@ from infrastructure.container import Container
 from infrastructure.persistence import migrations
 from infrastructure.resources import close_resources
 from infrastructure.settings import Settings
-from tests.databases import fresh_database
+from tests.databases import fresh_database, off_the_loop
 from tests.fakes.openai_server import FakeOpenAI, HeldReply, Reply, echo_text
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
@@ -122,12 +122,8 @@ async def _until(condition: Callable[[], Awaitable[bool]], seconds: float) -> No
 
 
 async def test_every_run_a_killed_server_left_queued_or_in_progress_ends_after_a_restart(tmp_path: Path) -> None:
-    database = contextlib.ExitStack()  # a scratch database, made and dropped outside the event loop
-    url = await asyncio.to_thread(database.enter_context, fresh_database(tmp_path))
-    try:
+    async with off_the_loop(fresh_database(tmp_path)) as url:
         await _kill_and_restart(tmp_path, url)
-    finally:
-        await asyncio.to_thread(database.close)
 
 
 async def _kill_and_restart(tmp_path: Path, url: str) -> None:
