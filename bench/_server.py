@@ -4,7 +4,6 @@ the fake OpenAI-compatible model the runs call."""
 
 import os
 import re
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -15,6 +14,7 @@ from tempfile import TemporaryDirectory
 from typing import IO
 
 from tests.databases import postgres_database
+from tests.servers import free_port
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
 # e.g. "python -m cProfile -o server.prof": runs the API servers under a profiler.
@@ -85,12 +85,6 @@ class Deployment:
         return {p.name: cpu_seconds(p.pid) for p in self.processes}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def _started(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
     """A process started now (`_wait_ready` tells when it is ready), stopped with SIGTERM afterwards."""
@@ -138,7 +132,7 @@ def deployment(
     )
     key = re.search(r"(tl_\S+)", created.stdout).group(1)  # type: ignore[union-attr]
     env |= {"THREADLINE_LOG_LEVEL": "INFO", "THREADLINE_LOG_FORMAT": "text"}  # the lines that say "ready"
-    ports = [_free_port() for _ in range(apis)]
+    ports = [free_port() for _ in range(apis)]
     with ExitStack() as stack:
         drains = stack.enter_context(ExitStack())  # closed last: the processes have stopped, their logs end
         started: list[tuple[str, subprocess.Popen[str], str]] = []

@@ -2,7 +2,6 @@
 
 import os
 import re
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from infrastructure.container import Container
 from infrastructure.resources import close_resources
 from infrastructure.settings import Settings
 from tests.databases import fresh_database
+from tests.servers import free_port
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
 
@@ -42,12 +42,6 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_operator_creates_an_org_and_manages_keys(cli_env: dict[str, str]) -> None:
@@ -86,7 +80,7 @@ def test_operator_creates_an_org_and_manages_keys(cli_env: dict[str, str]) -> No
 def test_serve_migrates_and_answers_on_loopback(tmp_path: Path) -> None:
     with fresh_database(tmp_path) as url:
         env = os.environ | {"THREADLINE_DATABASE_URL": url, "THREADLINE_LOG_FORMAT": "text"}
-        port = _free_port()
+        port = free_port()
         server = subprocess.Popen(
             [THREADLINE, "serve", "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True
         )

@@ -9,7 +9,7 @@ import json
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from infrastructure.persistence import migrations
 from infrastructure.resources import close_resources
 from infrastructure.settings import Settings
 from tests.databases import backend, fresh_database
+from tests.servers import threadline_serve
 
 BIN = Path(sys.executable).parent
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -45,12 +46,6 @@ def _closed_port() -> Iterator[str]:
         yield f"http://127.0.0.1:{held.getsockname()[1]}/mcp"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _admin_key(url: str, data_dir: Path) -> str:
     await asyncio.to_thread(migrations.upgrade, url)
     container = Container()
@@ -63,43 +58,6 @@ async def _admin_key(url: str, data_dir: Path) -> str:
     finally:
         await close_resources(container)
     return created.admin_key_plaintext
-
-
-@contextlib.asynccontextmanager
-async def _serve(env: dict[str, str], cwd: Path) -> AsyncIterator[str]:
-    port = _free_port()
-    process = await asyncio.create_subprocess_exec(
-        str(BIN / "threadline"),
-        "serve",
-        "--no-migrate",
-        "--port",
-        str(port),
-        env=env,
-        cwd=cwd,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stderr is not None
-    log: list[str] = []
-    drain: asyncio.Task[bytes] | None = None
-
-    async def started() -> None:
-        assert process.stderr is not None
-        while line := (await process.stderr.readline()).decode():
-            log.append(line)
-            if "Application startup complete" in line:
-                return
-        pytest.fail("threadline serve exited before it started:\n" + "".join(log))
-
-    try:
-        await asyncio.wait_for(started(), 60)
-        drain = asyncio.create_task(process.stderr.read())  # the log must never fill its pipe
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        if process.returncode is None:
-            process.terminate()
-            await asyncio.wait_for(process.wait(), 30)
-        if drain is not None:
-            await drain
 
 
 async def _schemathesis(base_url: str, key: str, key_id: str, closed_url: str, directory: Path) -> dict[str, Any]:
@@ -169,7 +127,7 @@ async def test_schemathesis_finds_no_server_error_schema_violation_or_undocument
         "THREADLINE_LOG_FORMAT": "text",
     }
     with _closed_port() as closed_url:
-        async with _serve(env, tmp_path) as base_url:
+        async with threadline_serve(env, tmp_path) as (base_url, _process):
             async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {key}"}) as client:
                 keys = (await client.get("/v1/api-keys")).json()["data"]
             result = await _schemathesis(base_url, key, keys[0]["id"], closed_url, tmp_path)

@@ -4,7 +4,6 @@ import asyncio
 import os
 import re
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -13,14 +12,9 @@ import httpx
 
 from tests.databases import fresh_database, off_the_loop
 from tests.fakes.openai_server import FakeOpenAI
+from tests.servers import free_port
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _threadline(env: dict[str, str], *args: str) -> str:
@@ -50,7 +44,7 @@ async def _stop_while_following(tmp_path: Path, url: str) -> None:
         key = re.search(r"(tl_\S+)", await _threadline(env, "orgs", "create", "Stopping"))
         assert key is not None
         headers = {"Authorization": f"Bearer {key.group(1)}"}
-        port = _free_port()
+        port = free_port()
         server = await asyncio.create_subprocess_exec(
             THREADLINE, "serve", "--no-migrate", "--port", str(port), env=env, stderr=asyncio.subprocess.PIPE
         )

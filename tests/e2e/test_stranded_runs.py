@@ -3,11 +3,8 @@ ends every one of them, however many there are (start-up recovery works through 
 time). Real server processes, the model a fake on loopback that holds its answers."""
 
 import asyncio
-import contextlib
 import os
-import socket
-import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +19,8 @@ from infrastructure.resources import close_resources
 from infrastructure.settings import Settings
 from tests.databases import fresh_database, off_the_loop
 from tests.fakes.openai_server import FakeOpenAI, HeldReply, Reply, echo_text
+from tests.servers import threadline_serve
 
-THREADLINE = str(Path(sys.executable).with_name("threadline"))
 SECRET_KEY = "stranded runs test key"
 RUNS = 600
 EXECUTING = 50
@@ -48,12 +45,6 @@ class SlowModel:
         return held
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _admin_key(url: str, tmp_path: Path) -> str:
     """Migrates the scratch database and creates an organization in it: an admin key of it."""
     await asyncio.to_thread(migrations.upgrade, url)
@@ -67,38 +58,6 @@ async def _admin_key(url: str, tmp_path: Path) -> str:
     finally:
         await close_resources(container)
     return created.admin_key_plaintext
-
-
-@contextlib.asynccontextmanager
-async def _server(env: dict[str, str]) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
-    """A `threadline serve` process, once it has started (recovery included); stopped afterwards unless
-    the test killed it."""
-    port = _free_port()
-    process = await asyncio.create_subprocess_exec(
-        THREADLINE, "serve", "--no-migrate", "--port", str(port), env=env, stderr=asyncio.subprocess.PIPE
-    )
-    assert process.stderr is not None
-    log: list[str] = []
-    drain: asyncio.Task[bytes] | None = None
-
-    async def started() -> None:
-        assert process.stderr is not None
-        while line := (await process.stderr.readline()).decode():
-            log.append(line)
-            if "Application startup complete" in line:
-                return
-        pytest.fail("threadline serve exited before it started:\n" + "".join(log))
-
-    try:
-        await asyncio.wait_for(started(), 60)
-        drain = asyncio.create_task(process.stderr.read())  # the log must never fill its pipe
-        yield f"http://127.0.0.1:{port}", process
-    finally:
-        if process.returncode is None:
-            process.terminate()
-            await asyncio.wait_for(process.wait(), 30)
-        if drain is not None:
-            await drain
 
 
 async def _run_ids(client: httpx.AsyncClient, status: str) -> dict[str, dict[str, Any]]:
@@ -141,7 +100,7 @@ async def _kill_and_restart(tmp_path: Path, url: str) -> None:
             "THREADLINE_SECRET_KEY": SECRET_KEY,
         }
         headers = {"Authorization": f"Bearer {await _admin_key(url, tmp_path)}"}
-        async with _server(env) as (base_url, first):
+        async with threadline_serve(env) as (base_url, first):
             async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as http:
                 agent = await http.post("/v1/agents", json={"name": "Slow", "model": "gpt-test"})
                 assert agent.status_code == 201, agent.text
@@ -165,7 +124,7 @@ async def _kill_and_restart(tmp_path: Path, url: str) -> None:
         model.holding = False
 
         async with (
-            _server(env) as (base_url, _second),
+            threadline_serve(env) as (base_url, _second),
             httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as http,
         ):
 

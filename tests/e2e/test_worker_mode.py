@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from tests.e2e.runs import sse_events
 from tests.e2e.test_mcp_server import create_template, mcp_client
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, echo_text
+from tests.servers import free_port
 
 pytestmark = pytest.mark.skipif(
     backend() != "postgresql", reason="worker mode needs PostgreSQL (set THREADLINE_TEST_POSTGRES_URL)"
@@ -67,12 +67,6 @@ class Deployment:
     headers: dict[str, str]
     model: FakeOpenAI
     env: dict[str, str]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _run(env: dict[str, str], *args: str) -> str:
@@ -127,7 +121,7 @@ async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
             processes: list[Process] = []
             workers: list[Process] = []
             try:
-                ports = [_free_port(), _free_port()]
+                ports = [free_port(), free_port()]
                 for index, port in enumerate(ports):
                     args = ("serve", "--no-migrate", "--port", str(port))
                     processes.append(await _start(f"api-{index}", env, *args, ready="Application startup complete"))
@@ -246,7 +240,7 @@ async def test_a_new_api_process_started_next_to_a_live_one_leaves_its_runs_alon
         async with FakeOpenAI(responder=echo_text, record_requests=False) as model:
             env = _environment(url, model, tmp_path_factory.mktemp("data"), "in_process")
             headers = await _organization(env)
-            port_a, port_b = _free_port(), _free_port()
+            port_a, port_b = free_port(), free_port()
             args = ("serve", "--no-migrate", "--port")
             started.append(await _start("api-a", env, *args, str(port_a), ready="Application startup complete"))
             held = [model.hold() for _ in range(5)]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -34,6 +33,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from tests.fakes.loopback import LoopbackServer
 from tests.mcp_servers import conformance
+from tests.servers import free_port
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
 TIME_LIMIT = 50.0
@@ -120,12 +120,6 @@ class Threadline:
     """The server's last log lines, for a failure message."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _read_lines(stream: IO[str], into: deque[str]) -> None:
     for line in stream:
         into.append(line.rstrip())
@@ -134,7 +128,7 @@ def _read_lines(stream: IO[str], into: deque[str]) -> None:
 @contextmanager
 def threadline_server(directory: Path) -> Iterator[Threadline]:
     """`threadline serve` on a free port and a fresh SQLite database, with an organization and its admin key."""
-    port = _free_port()
+    port = free_port()
     # Only this test's settings: none from the developer's environment or a .env file (cwd is `directory`).
     env = {name: value for name, value in os.environ.items() if not name.startswith("THREADLINE_")} | {
         "THREADLINE_DATABASE_URL": f"sqlite+aiosqlite:///{directory / 'threadline.db'}",

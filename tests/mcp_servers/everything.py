@@ -26,7 +26,6 @@ import atexit
 import collections
 import os
 import signal
-import socket
 import subprocess
 import threading
 import weakref
@@ -38,6 +37,7 @@ import anyio.to_thread
 from mcp import StdioServerParameters
 
 from tests.mcp_servers import HERE, node_executable, package_file, require_node_package
+from tests.servers import free_port
 
 PACKAGE = "@modelcontextprotocol/server-everything"
 VERSION = "2026.8.31"
@@ -78,13 +78,6 @@ def stdio_parameters(env: Mapping[str, str] | None = None) -> StdioServerParamet
     """`mcp.StdioServerParameters` that run server-everything over stdio (the SDK adds its default env)."""
     command, args = stdio_command()
     return StdioServerParameters(command=command, args=args, env={**NO_NETWORK_ENV, **(env or {})})
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 class ServerStartError(RuntimeError):
