@@ -2,7 +2,6 @@
 processes that execute them, real processes on one PostgreSQL database, the model a fake on loopback."""
 
 import asyncio
-import contextlib
 import os
 import re
 import signal
@@ -17,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import Tenant
-from tests.databases import POSTGRES_URL, backend, postgres_database
+from tests.databases import POSTGRES_URL, backend, off_the_loop, postgres_database
 from tests.e2e.runs import sse_events
 from tests.e2e.test_mcp_server import create_template, mcp_client
 from tests.fakes.mcp_server import FakeMcpServer
@@ -112,33 +111,31 @@ async def _organization(env: dict[str, str]) -> dict[str, str]:
 @pytest.fixture(scope="module")
 async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Deployment]:
     assert POSTGRES_URL is not None
-    stack = contextlib.ExitStack()  # the scratch database is made and dropped outside the event loop
-    url = await asyncio.to_thread(stack.enter_context, postgres_database(POSTGRES_URL, "threadline_workers"))
-    try:
-        async with FakeOpenAI(responder=echo_text, record_requests=False) as model:
-            env = _environment(url, model, tmp_path_factory.mktemp("data"), "queue")
-            headers = await _organization(env)
-            processes: list[Process] = []
-            workers: list[Process] = []
-            try:
-                ports = [free_port(), free_port()]
-                for index, port in enumerate(ports):
-                    args = ("serve", "--no-migrate", "--port", str(port))
-                    processes.append(await _start(f"api-{index}", env, *args, ready="Application startup complete"))
-                workers += [await _start(f"worker-{i}", env, "worker", ready="Starting worker") for i in range(2)]
-                processes += workers
-                yield Deployment(
-                    apis=[f"http://127.0.0.1:{port}" for port in ports],
-                    workers=workers,
-                    headers=headers,
-                    model=model,
-                    env=env,
-                )
-            finally:
-                started = processes + [w for w in workers if w not in processes]  # tests replace workers
-                await asyncio.gather(*(p.stop() for p in started))
-    finally:
-        await asyncio.to_thread(stack.close)
+    async with (
+        off_the_loop(postgres_database(POSTGRES_URL, "threadline_workers")) as url,
+        FakeOpenAI(responder=echo_text, record_requests=False) as model,
+    ):
+        env = _environment(url, model, tmp_path_factory.mktemp("data"), "queue")
+        headers = await _organization(env)
+        processes: list[Process] = []
+        workers: list[Process] = []
+        try:
+            ports = [free_port(), free_port()]
+            for index, port in enumerate(ports):
+                args = ("serve", "--no-migrate", "--port", str(port))
+                processes.append(await _start(f"api-{index}", env, *args, ready="Application startup complete"))
+            workers += [await _start(f"worker-{i}", env, "worker", ready="Starting worker") for i in range(2)]
+            processes += workers
+            yield Deployment(
+                apis=[f"http://127.0.0.1:{port}" for port in ports],
+                workers=workers,
+                headers=headers,
+                model=model,
+                env=env,
+            )
+        finally:
+            started = processes + [w for w in workers if w not in processes]  # tests replace workers
+            await asyncio.gather(*(p.stop() for p in started))
 
 
 async def _thread(client: httpx.AsyncClient, deployment: Deployment) -> str:
@@ -233,36 +230,35 @@ async def test_a_new_api_process_started_next_to_a_live_one_leaves_its_runs_alon
     """The in-process executor on PostgreSQL: an API process that starts (a rolling deploy) recovers only
     the runs of processes that stopped; the runs a live one executes end as that one ends them."""
     assert POSTGRES_URL is not None
-    stack = contextlib.ExitStack()
-    url = await asyncio.to_thread(stack.enter_context, postgres_database(POSTGRES_URL, "threadline_replicas"))
     started: list[Process] = []
-    try:
-        async with FakeOpenAI(responder=echo_text, record_requests=False) as model:
-            env = _environment(url, model, tmp_path_factory.mktemp("data"), "in_process")
-            headers = await _organization(env)
-            port_a, port_b = free_port(), free_port()
-            args = ("serve", "--no-migrate", "--port")
-            started.append(await _start("api-a", env, *args, str(port_a), ready="Application startup complete"))
-            held = [model.hold() for _ in range(5)]
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_a}", timeout=60) as a:
-                live = Deployment(apis=[], workers=[], headers=headers, model=model, env=env)
-                runs = []
-                for index in range(5):
-                    thread = await _thread(a, live)
-                    created = await a.post(f"/v1/threads/{thread}/runs", json={"input": f"q{index}"}, headers=headers)
-                    runs.append(created.json()["id"])
-                await asyncio.wait_for(asyncio.gather(*(h.received.wait() for h in held)), 30)  # all at the model
-                started.append(await _start("api-b", env, *args, str(port_b), ready="Application startup complete"))
-                for reply in held:
-                    reply.release()
-                streams = [await a.get(f"/v1/runs/{run_id}/events", headers=headers) for run_id in runs]
-        types = [[e["type"] for e in sse_events(stream.text)] for stream in streams]
-        assert [t[-1] for t in types] == ["run.completed"] * 5
-        assert not any("run.failed" in t for t in types)
-        assert not any("recovered runs" in line for line in started[1].log)
-    finally:
-        await asyncio.gather(*(p.stop() for p in started))
-        await asyncio.to_thread(stack.close)
+    async with off_the_loop(postgres_database(POSTGRES_URL, "threadline_replicas")) as url:
+        try:
+            async with FakeOpenAI(responder=echo_text, record_requests=False) as model:
+                env = _environment(url, model, tmp_path_factory.mktemp("data"), "in_process")
+                headers = await _organization(env)
+                port_a, port_b = free_port(), free_port()
+                args = ("serve", "--no-migrate", "--port")
+                started.append(await _start("api-a", env, *args, str(port_a), ready="Application startup complete"))
+                held = [model.hold() for _ in range(5)]
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_a}", timeout=60) as a:
+                    live = Deployment(apis=[], workers=[], headers=headers, model=model, env=env)
+                    runs = []
+                    for index in range(5):
+                        thread = await _thread(a, live)
+                        body = {"input": f"q{index}"}
+                        created = await a.post(f"/v1/threads/{thread}/runs", json=body, headers=headers)
+                        runs.append(created.json()["id"])
+                    await asyncio.wait_for(asyncio.gather(*(h.received.wait() for h in held)), 30)  # all at the model
+                    started.append(await _start("api-b", env, *args, str(port_b), ready="Application startup complete"))
+                    for reply in held:
+                        reply.release()
+                    streams = [await a.get(f"/v1/runs/{run_id}/events", headers=headers) for run_id in runs]
+            types = [[e["type"] for e in sse_events(stream.text)] for stream in streams]
+            assert [t[-1] for t in types] == ["run.completed"] * 5
+            assert not any("run.failed" in t for t in types)
+            assert not any("recovered runs" in line for line in started[1].log)
+        finally:
+            await asyncio.gather(*(p.stop() for p in started))
 
 
 async def test_followers_that_subscribe_right_after_creating_runs_all_get_the_terminal_event(
