@@ -234,25 +234,26 @@ class Elsewhere(RecordingExecutor):
         return False
 
 
-async def test_a_run_executing_elsewhere_stops_at_its_next_step_and_is_answered_cancelled(app: FakeApp) -> None:
+async def _at_the_model(app: FakeApp) -> tuple[Organization, Run, Hold, asyncio.Task[Run]]:
+    """A run executing here, held in its model call."""
     org, _, thread = await setup(app)
     run = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
     hold = Hold()
     app.model.then(hold, answer("late"))
     task = asyncio.create_task(app.execute_run().execute(org.id, run.id))
     await hold.received.wait()
+    return org, run, hold, task
+
+
+async def test_a_run_executing_elsewhere_stops_at_its_next_step_and_is_answered_cancelled(app: FakeApp) -> None:
+    org, run, hold, task = await _at_the_model(app)
     cancelled = await CancelRun(app.uow, app.clock, app.bus, Elsewhere(hold)).execute(member(org), run.id)
     assert status(cancelled) is RunStatus.CANCELLED  # answered once the run recorded its end
     assert status(await task) is RunStatus.CANCELLED
 
 
 async def test_a_run_executing_elsewhere_that_does_not_end_in_time_is_answered_as_it_is(app: FakeApp) -> None:
-    org, _, thread = await setup(app)
-    run = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
-    hold = Hold()
-    app.model.then(hold, answer("late"))
-    task = asyncio.create_task(app.execute_run().execute(org.id, run.id))
-    await hold.received.wait()
+    org, run, hold, task = await _at_the_model(app)
     marked = await CancelRun(app.uow, app.clock, app.bus, app.executor, stop_wait_seconds=0).execute(
         member(org), run.id
     )
