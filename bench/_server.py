@@ -123,7 +123,14 @@ def deployment(
     """`apis` `threadline serve` processes and `workers` `threadline worker` processes on a migrated database
     with a new organization. With workers, the deployment is in worker mode (THREADLINE_EXECUTOR=queue:
     PostgreSQL); without, each API process executes its runs. Processes are ready when they say so in their log."""
-    env = os.environ | {"THREADLINE_DATABASE_URL": database_url, "THREADLINE_LOG_LEVEL": "WARNING"} | (extra_env or {})
+    env = (
+        os.environ
+        # One organization runs everything: the per-process bounds, not an organization's share, set how many
+        # runs execute at once.
+        | {"THREADLINE_DATABASE_URL": database_url, "THREADLINE_LOG_LEVEL": "WARNING"}
+        | {"THREADLINE_ORG_MAX_CONCURRENT_RUNS": "1000000"}
+        | (extra_env or {})
+    )
     if workers:
         env["THREADLINE_EXECUTOR"] = "queue"
     subprocess.run([THREADLINE, "migrate"], env=env, check=True, capture_output=True)

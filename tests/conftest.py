@@ -23,7 +23,7 @@ from infrastructure.resources import close_resources, open_resources
 from infrastructure.settings import Executor, Settings
 from tests.databases import backend, fresh_database
 from tests.fakes.loopback import LoopbackServer
-from tests.mcp_servers import everything
+from tests.mcp_servers import everything, filesystem
 
 PROMPT_FILES_ORG = "prompt-files"
 """The organization the test server's prompts directory serves (tests create it when they need it)."""
@@ -59,13 +59,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def operator_servers_file(directory: Path) -> Path:
-    """The operator's stdio servers: server-everything, run with node."""
+    """The operator's stdio servers: server-everything, and server-filesystem serving a directory of its own."""
     path = directory / "mcp-servers.json"
-    try:
-        command, args = everything.stdio_command()
-    except Exception:  # not installed: stdio tests skip with their own message
-        command, args = "node", ["--version"]
-    path.write_text(json.dumps({"servers": {"everything": {"command": command, "args": [*args]}}}))
+    files = directory / "files"
+    files.mkdir(exist_ok=True)
+    (files / "hello.txt").write_text("Hello from the files.\n")
+    servers = {}
+    for name, command_of in (
+        ("everything", everything.stdio_command),
+        ("filesystem", lambda: filesystem.stdio_command(files)),
+    ):
+        try:
+            command, args = command_of()
+        except Exception:  # not installed: stdio tests skip with their own message
+            command, args = "node", ["--version"]
+        servers[name] = {"command": command, "args": [*args]}
+    path.write_text(json.dumps({"servers": servers}))
     return path
 
 

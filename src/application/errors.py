@@ -84,6 +84,14 @@ class McpResourceNotFound(McpError, NotFound):
     pass
 
 
+class McpInvalidArguments(McpError, InvalidValue):
+    """The MCP server refused the arguments of a request (JSON-RPC invalid params): the caller's to fix."""
+
+
+class McpCapabilityMissing(McpError, Conflict):
+    """The MCP server does not offer what was asked of it (no resources, say: JSON-RPC method not found)."""
+
+
 class McpServerError(McpError):
     """The MCP server could not serve the request (the fault is on its side or on the way to it)."""
 
@@ -110,6 +118,22 @@ class UrlNotAllowed(ApplicationError):
 
 class SourceNotFound(NotFound):
     pass
+
+
+class UnsupportedSourceType(ApplicationError):
+    """An uploaded file is of a kind sources cannot hold (text, Markdown, CSV, HTML and PDF are read)."""
+
+
+class SourceTooLarge(ApplicationError):
+    """An uploaded file is larger than the operator allows for a source."""
+
+
+class UnreadableSource(ApplicationError):
+    """An uploaded file cannot be read as what it claims to be, or holds no text."""
+
+
+class DuplicateSource(Conflict):
+    """The same content was already uploaded to this thread or agent."""
 
 
 class RunNotFound(NotFound):

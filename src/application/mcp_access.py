@@ -25,12 +25,15 @@ async def load_enabled_integration(uow: UnitOfWork, org_id: OrgId, integration_i
 def target_of(integration: McpIntegration, secrets: SecretBox) -> McpTarget:
     """The connection details of an integration, with its credentials decrypted for this call only."""
     headers: dict[str, str] = {}
+    oauth_client: tuple[str, str | None] | None = None
     if integration.credentials is not None:
         secret = secrets.open(integration.credentials.ciphertext)
         if integration.auth_type is AuthType.BEARER:
             headers["Authorization"] = f"Bearer {secret}"
         elif integration.auth_type is AuthType.HEADER and integration.auth_header_name:
             headers[integration.auth_header_name] = secret
+        elif integration.auth_type in (AuthType.OAUTH, AuthType.CLIENT_CREDENTIALS):
+            oauth_client = oauth_client_of(secret)
     return McpTarget(
         integration_id=integration.id,
         org_id=integration.org_id,
@@ -40,4 +43,12 @@ def target_of(integration: McpIntegration, secrets: SecretBox) -> McpTarget:
         server=integration.server,
         headers=headers,
         timeout_seconds=integration.timeout_seconds,
+        auth_type=integration.auth_type,
+        oauth_client=oauth_client,
     )
+
+
+def oauth_client_of(credentials: str) -> tuple[str, str | None]:
+    """An OAuth client as the admin entered it: `client_id:client_secret`, or `client_id` for a public client."""
+    client_id, _, client_secret = credentials.partition(":")
+    return client_id, client_secret or None

@@ -15,6 +15,8 @@ AGENT_MODEL_MAX = 200
 MAX_STEPS_LIMIT = 100
 DEFAULT_MAX_STEPS = 20
 LINKS_MAX = 32
+CONTEXT_TOKENS_MIN = 1_024
+CONTEXT_TOKENS_MAX = 10_000_000
 
 
 def _check_range(name: str, value: float | int | None, low: float, high: float) -> None:
@@ -24,7 +26,8 @@ def _check_range(name: str, value: float | int | None, low: float, high: float) 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSettings:
-    """Sampling settings passed to the model; unset values leave the provider's defaults."""
+    """Sampling settings passed to the model (unset values leave the provider's defaults), and the size of
+    the model's context window when the model catalog does not know it or knows it wrong."""
 
     temperature: float | None = None
     top_p: float | None = None
@@ -32,6 +35,8 @@ class ModelSettings:
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     seed: int | None = None
+    context_tokens: int | None = None
+    """Tokens the model's context window holds; a run's request is fitted to it. Not sent to the model."""
 
     def __post_init__(self) -> None:
         _check_range("temperature", self.temperature, 0, 2)
@@ -40,10 +45,15 @@ class ModelSettings:
         _check_range("presence_penalty", self.presence_penalty, -2, 2)
         _check_range("frequency_penalty", self.frequency_penalty, -2, 2)
         _check_range("seed", self.seed, -(2**63), 2**63 - 1)
+        _check_range("context_tokens", self.context_tokens, CONTEXT_TOKENS_MIN, CONTEXT_TOKENS_MAX)
 
     def as_dict(self) -> dict[str, Any]:
         """Only the settings that are set."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    def sampling(self) -> "ModelSettings":
+        """The settings the model itself is sent (the context window is Threadline's own concern)."""
+        return replace(self, context_tokens=None)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ModelSettings":

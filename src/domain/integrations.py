@@ -36,6 +36,11 @@ class AuthType(StrEnum):
     NONE = "none"
     BEARER = "bearer"
     HEADER = "header"
+    OAUTH = "oauth"
+    """OAuth 2.1 authorization code with PKCE: an admin authorizes once; `credentials`, when set, is the
+    client id (`client_id` or `client_id:client_secret`) the admin registered, else the client registers itself."""
+    CLIENT_CREDENTIALS = "client_credentials"
+    """OAuth 2.1 client credentials (machine to machine): `credentials` is `client_id:client_secret`."""
 
 
 class FilterMode(StrEnum):
@@ -149,10 +154,10 @@ class McpIntegration:
                 raise InvalidValue("auth type header needs `auth_header_name`, a valid HTTP header name")
         elif self.auth_header_name is not None:
             raise InvalidValue("auth_header_name is only used with auth type header")
-        if self.auth_type is not AuthType.NONE and self.credentials is None:
+        if self.auth_type not in (AuthType.NONE, AuthType.OAUTH) and self.credentials is None:
             raise InvalidValue(f"auth type {self.auth_type.value} needs `credentials`")
         if self.auth_type is AuthType.NONE and self.credentials is not None:
-            raise InvalidValue("credentials need an auth type (bearer or header)")
+            raise InvalidValue("credentials need an auth type (bearer, header, oauth or client_credentials)")
         if isinstance(self.timeout_seconds, bool) or not (
             TIMEOUT_MIN_SECONDS <= self.timeout_seconds <= TIMEOUT_MAX_SECONDS
         ):
@@ -176,7 +181,7 @@ class McpIntegration:
             updates.setdefault("url", None)
         elif "transport" in updates:
             updates.setdefault("server", None)
-        if updates.get("auth_type") in (AuthType.NONE, AuthType.BEARER):
+        if updates.get("auth_type") not in (None, AuthType.HEADER):
             updates.setdefault("auth_header_name", None)
         if updates.get("auth_type") is AuthType.NONE:
             updates.setdefault("credentials", None)

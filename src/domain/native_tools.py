@@ -41,12 +41,13 @@ NATIVE_TOOLS: tuple[NativeToolSpec, ...] = (
     NativeToolSpec(
         type=ToolType.SOURCE_QUERY,
         name="source_query",
-        description="Search the text of the sources imported into this thread or attached to the agent, "
-        "and return the passages that match the query.",
+        description="Search the sources uploaded or imported into this thread and those attached to the agent: "
+        "returns the passages that best match the query, each with its source's name, its location (page, "
+        "heading, table row) and ids to cite. Use the words the answer would contain.",
         parameters=_object(
             {
                 "query": {"type": "string", "description": "Words to look for"},
-                "source_id": {"type": "string", "description": "Only search this source"},
+                "source_id": {"type": "string", "description": "Only search this source (its source_id)"},
             },
             ["query"],
         ),

@@ -1,10 +1,12 @@
 from dataclasses import dataclass
 from datetime import datetime
 
+from domain.errors import InvalidValue
 from domain.ids import OrgId
 from domain.text import require_slug, require_text
 
 ORG_NAME_MAX = 200
+LIMIT_MAX = 1_000_000
 
 
 @dataclass(kw_only=True)
@@ -15,7 +17,20 @@ class Organization:
     name: str
     slug: str
     created_at: datetime
+    max_concurrent_runs: int | None = None
+    """Runs of the organization that execute at once; the others wait queued. None: the deployment's limit."""
+    runs_per_minute: int | None = None
+    """Runs the organization may start per minute (API, OpenAI-compatible routes, /mcp tool calls). None: the
+    deployment's limit."""
 
     def __post_init__(self) -> None:
         require_text("name", self.name, max_length=ORG_NAME_MAX)
         require_slug("slug", self.slug)
+        self.set_limits(max_concurrent_runs=self.max_concurrent_runs, runs_per_minute=self.runs_per_minute)
+
+    def set_limits(self, *, max_concurrent_runs: int | None, runs_per_minute: int | None) -> None:
+        """The organization's own limits (None for the deployment's)."""
+        for name, value in (("max_concurrent_runs", max_concurrent_runs), ("runs_per_minute", runs_per_minute)):
+            if value is not None and not (1 <= value <= LIMIT_MAX):
+                raise InvalidValue(f"{name} must be 1-{LIMIT_MAX}, or unset for the deployment's limit")
+        self.max_concurrent_runs, self.runs_per_minute = max_concurrent_runs, runs_per_minute

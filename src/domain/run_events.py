@@ -20,6 +20,7 @@ class RunEventType(StrEnum):
     COMPLETED = "run.completed"
     FAILED = "run.failed"
     CANCELLED = "run.cancelled"
+    CONTEXT_TRIMMED = "run.context_trimmed"
 
     @property
     def ends_stream(self) -> bool:
@@ -118,6 +119,22 @@ class ToolCallCompleted:
     result: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class ContextTrimmed:
+    """A model call's request left out part of the thread to fit the model's context window."""
+
+    type: ClassVar[RunEventType] = RunEventType.CONTEXT_TRIMMED
+    step: int
+    """The run's step whose model call it was."""
+    messages_dropped: int
+    """The thread's oldest messages the request left out."""
+    tool_results_cut: int
+    """Tool results the request sent shortened."""
+    estimated_tokens: int
+    budget_tokens: int
+    """The request's estimated tokens, and the most it could take (the context window less room for the answer)."""
+
+
 RunEventPayload = (
     RunCreated
     | RunInProgress
@@ -128,6 +145,7 @@ RunEventPayload = (
     | MessageDelta
     | ToolCallStarted
     | ToolCallCompleted
+    | ContextTrimmed
 )
 
 

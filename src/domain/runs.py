@@ -100,6 +100,20 @@ class StepToolCall:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StepContext:
+    """How a step's request was fitted into the model's context window."""
+
+    messages_sent: int
+    messages_dropped: int
+    """The thread's oldest messages the request left out."""
+    tool_results_cut: int
+    """Tool results the request sent shortened."""
+    estimated_tokens: int
+    budget_tokens: int
+    """The request's estimated tokens, and the most it could take (the window less room for the answer)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunStep:
     """One model call and the tool calls it asked for."""
 
@@ -110,6 +124,8 @@ class RunStep:
     started_at: datetime
     completed_at: datetime
     tool_calls: tuple[StepToolCall, ...] = ()
+    context: StepContext | None = None
+    """How its request was fitted into the model's context window (None for steps stored before runs did)."""
 
 
 @dataclass(kw_only=True)
@@ -134,12 +150,16 @@ class Run:
     parent_run_id: RunId | None = None
     instructions: str | None = None
     """Added to the agent's instructions for this run only (a client's system messages)."""
+    request_id: str | None = None
+    """The id of the HTTP request that created the run (its X-Request-Id), to find its log lines."""
     cancel_requested: bool = False
     started_at: datetime | None = None
     ended_at: datetime | None = None
     lease: int = 0
     """How many times a process took the run to execute it. Only the latest taker may write the run: the writes
     of one whose lease is older (it was thought lost, and another took over) are refused."""
+    steps_in_ledger: int = 0
+    """How many of its steps the usage ledger has (kept by the repository that stores the run, like `lease`)."""
 
     def __post_init__(self) -> None:
         if self.idempotency_key is not None and not (1 <= len(self.idempotency_key) <= IDEMPOTENCY_KEY_MAX):

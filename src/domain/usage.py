@@ -7,6 +7,8 @@ class Usage:
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = 0
+    """Of the input tokens, those the provider read from its prompt cache (0 when it does not say)."""
 
     @property
     def total_tokens(self) -> int:
@@ -16,4 +18,5 @@ class Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
         )

@@ -21,7 +21,7 @@ from infrastructure.container import Container
 from infrastructure.logging import configure_logging
 from infrastructure.persistence import migrations
 from infrastructure.resources import close_resources, open_resources
-from infrastructure.settings import invalid_settings
+from infrastructure.settings import Settings, invalid_settings
 
 T = TypeVar("T")
 
@@ -72,11 +72,21 @@ def _migrate(container: Container) -> None:
         raise _fail(f"migration failed: {error}") from None
 
 
+def _index_stored_sources() -> int:
+    """Sources stored before sources were indexed become searchable (once: indexed ones are not read again)."""
+
+    async def work(c: Container) -> int:
+        return await (await c.index_stored_sources.async_()).execute()
+
+    return _run(work)
+
+
 @app.command()
 def migrate() -> None:
     """Upgrade the database schema to the latest revision."""
     _migrate(Container())
-    typer.echo("database is at the latest revision")
+    indexed = _index_stored_sources()
+    typer.echo("database is at the latest revision" + (f"; {indexed} stored source(s) indexed" if indexed else ""))
 
 
 @app.command()
@@ -95,6 +105,7 @@ def serve(
     configure_logging(settings.log_level, settings.log_format)
     if migrate_first:
         _migrate(container)
+        _index_stored_sources()
     from infrastructure.http.server import StoppingServer
 
     application = create_app(container)
@@ -117,6 +128,7 @@ def worker(
 ) -> None:
     """Execute runs taken from the job queue (THREADLINE_EXECUTOR=queue, PostgreSQL), until SIGTERM or Ctrl+C."""
     from infrastructure.execution.job_queue import QUEUE, work
+    from infrastructure.execution.worker_metrics import worker_metrics
     from infrastructure.settings import Executor
 
     container = Container()
@@ -128,14 +140,15 @@ def worker(
     async def main() -> None:
         await open_resources(container)
         try:
-            await work(
-                container.run_executor(),
-                container.worker_runs(),
-                queues=queues or [QUEUE],
-                concurrency=concurrency or settings.worker_concurrency,
-                grace_seconds=settings.worker_grace_seconds,
-                lost_seconds=settings.worker_lost_seconds,
-            )
+            async with worker_metrics(container.metrics(), container.run_executor(), settings):
+                await work(
+                    container.run_executor(),
+                    container.worker_runs(),
+                    queues=queues or [QUEUE],
+                    concurrency=concurrency or settings.worker_concurrency,
+                    grace_seconds=settings.worker_grace_seconds,
+                    lost_seconds=settings.worker_lost_seconds,
+                )
         finally:
             await close_resources(container)
 
@@ -161,6 +174,38 @@ def create_org(
     created = _run(work)
     typer.echo(f"organization: {created.organization.slug} ({created.organization.id})")
     typer.echo(f"admin API key (store it now, it is not shown again): {created.admin_key_plaintext}")
+
+
+@orgs_app.command("set-limits")
+def set_limits(
+    slug: Annotated[str, typer.Argument(help="Organization slug")],
+    max_concurrent_runs: Annotated[
+        int | None,
+        typer.Option(help="Its runs executed at once, deployment-wide; 0: THREADLINE_ORG_MAX_CONCURRENT_RUNS"),
+    ] = None,
+    runs_per_minute: Annotated[
+        int | None, typer.Option(help="Runs it may start per minute; 0: THREADLINE_ORG_RUNS_PER_MINUTE")
+    ] = None,
+) -> None:
+    """Give an organization limits of its own (an option left out keeps its current value)."""
+    from application.use_cases.organizations import SetOrganizationLimitsCommand
+    from domain.organizations import Organization
+
+    async def work(c: Container) -> tuple[Organization, Settings]:
+        org = await (await c.find_organization.async_()).execute(slug)
+        concurrent = org.max_concurrent_runs if max_concurrent_runs is None else (max_concurrent_runs or None)
+        per_minute = org.runs_per_minute if runs_per_minute is None else (runs_per_minute or None)
+        command = SetOrganizationLimitsCommand(slug=slug, max_concurrent_runs=concurrent, runs_per_minute=per_minute)
+        return await (await c.set_organization_limits.async_()).execute(command), c.settings()
+
+    org, settings = _run(work)
+    concurrent = org.max_concurrent_runs or f"{settings.org_max_concurrent_runs} (deployment default)"
+    per_minute = org.runs_per_minute or settings.org_runs_per_minute or "no limit"
+    if org.runs_per_minute is None and settings.org_runs_per_minute:
+        per_minute = f"{per_minute} (deployment default)"
+    typer.echo(f"organization: {org.slug}")
+    typer.echo(f"max concurrent runs: {concurrent}")
+    typer.echo(f"runs per minute: {per_minute}")
 
 
 @keys_app.command("create")

@@ -6,6 +6,8 @@ from datetime import timedelta
 from dependency_injector import containers, providers
 
 from application.caller import Caller
+from application.loaded_integrations import LoadedIntegrations
+from application.ports.mcp import McpTarget
 from application.runs.ask_agent import AskAgent
 from application.runs.cancel_run import CancelRun
 from application.runs.conversations import AnswerToolCalls, Converse
@@ -31,6 +33,7 @@ from application.runs.tools.sub_agents import SubAgentCall
 from application.use_cases.agent_models import ListAgentModels
 from application.use_cases.agents import CreateAgent, DeleteAgent, GetAgent, ImportAgent, ListAgents, UpdateAgent
 from application.use_cases.api_keys import AuthenticateApiKey, CreateApiKey, ListApiKeys, RevokeApiKey
+from application.use_cases.audit_events import ListAuditEvents
 from application.use_cases.integrations import (
     CreateMcpIntegration,
     DeleteMcpIntegration,
@@ -46,6 +49,7 @@ from application.use_cases.mcp_catalog import (
     ListMcpResourceTemplates,
     ListMcpTools,
 )
+from application.use_cases.mcp_oauth import CompleteMcpAuthorization, IntegrationTokens, StartMcpAuthorization
 from application.use_cases.mcp_operations import (
     ExecuteMcpTool,
     GetMcpPrompt,
@@ -54,7 +58,7 @@ from application.use_cases.mcp_operations import (
 )
 from application.use_cases.mcp_publishing import CallPublishedTool, CompleteArgument, GetPublishedPrompt, ListPublished
 from application.use_cases.native_tools import ListNativeTools
-from application.use_cases.organizations import CreateOrganization, FindOrganization, GetMe
+from application.use_cases.organizations import CreateOrganization, FindOrganization, GetMe, SetOrganizationLimits
 from application.use_cases.prompt_templates import (
     CreatePromptTemplate,
     DeletePromptTemplate,
@@ -64,7 +68,16 @@ from application.use_cases.prompt_templates import (
     RenderPromptTemplate,
     UpdatePromptTemplate,
 )
-from application.use_cases.sources import GetSource, ListSources
+from application.use_cases.sources import (
+    DeleteSource,
+    GetSource,
+    IndexStoredSources,
+    ListPassages,
+    ListSources,
+    ReindexSource,
+    SearchSources,
+    UploadSource,
+)
 from application.use_cases.threads import (
     AppendUserMessage,
     CreateThread,
@@ -73,23 +86,33 @@ from application.use_cases.threads import (
     ListMessages,
     ListThreads,
 )
+from application.use_cases.usage import GetUsage
 from domain.tools import ToolType
 from infrastructure import resources
+from infrastructure.documents.fetcher import HttpFileFetcher
+from infrastructure.documents.reader import FileDocumentReader
 from infrastructure.execution.job_queue import WorkerRuns
+from infrastructure.limits.admission import RunAdmission
+from infrastructure.limits.org_limits import OrgLimits
+from infrastructure.limits.rate_limits import OrgRunRateLimit, windows_for
+from infrastructure.mcp_client.oauth import SdkOAuthServers
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
 from infrastructure.mcp_server.endpoint import McpEndpoint
 from infrastructure.mcp_server.host_check import HostCheck
 from infrastructure.mcp_server.server import PublishingServer
+from infrastructure.metrics import MeteredLanguageModel, Metrics
 from infrastructure.native_tools.commands import OperatorCommandRunner
 from infrastructure.native_tools.python_sandbox import SubprocessPythonSandbox
 from infrastructure.native_tools.web_page import HttpWebPageReader
 from infrastructure.native_tools.web_search import SearxngWebSearch
 from infrastructure.outbound.guard import NetworkPolicy
+from infrastructure.persistence.oauth_grants import SqlOAuthGrants
 from infrastructure.persistence.readiness import DatabaseReadiness
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.security.api_keys import Sha256KeyHasher
 from infrastructure.security.keys import secret_keys
 from infrastructure.security.secret_box import FernetSecretBox
+from infrastructure.security.verified_keys import VerifiedKeyCache
 from infrastructure.settings import Settings
 from infrastructure.system import SystemClock, Uuid7Generator
 from infrastructure.template_files import ChatMdAgentFiles
@@ -100,6 +123,15 @@ def _authenticator(make: Callable[[], AuthenticateApiKey]) -> Callable[[str | No
         return await make().execute(token)
 
     return authenticate
+
+
+def _authorizers(make: Callable[..., IntegrationTokens]) -> Callable[[McpTarget], IntegrationTokens]:
+    """The access tokens of each oauth integration the MCP gateway connects to."""
+
+    def authorizer(target: McpTarget) -> IntegrationTokens:
+        return make(org_id=target.org_id, integration_id=target.integration_id)
+
+    return authorizer
 
 
 class Container(containers.DeclarativeContainer):
@@ -115,21 +147,35 @@ class Container(containers.DeclarativeContainer):
     ids = providers.Singleton(Uuid7Generator)
     key_hasher = providers.Singleton(Sha256KeyHasher)
     uow = providers.Factory(SqlAlchemyUnitOfWork, database=database)
+    metrics = providers.Singleton(Metrics)
+    org_limits = providers.Singleton(
+        OrgLimits,
+        database=database,
+        max_concurrent_runs=settings.provided.org_max_concurrent_runs,
+        runs_per_minute=settings.provided.org_runs_per_minute,
+    )
+    rate_windows = providers.Singleton(windows_for, database)
+    run_rate_limit = providers.Singleton(OrgRunRateLimit, windows=rate_windows, limits=org_limits)
 
     create_organization = providers.Factory(CreateOrganization, uow=uow, clock=clock, ids=ids, hasher=key_hasher)
     find_organization = providers.Factory(FindOrganization, uow=uow)
     get_me = providers.Factory(GetMe, uow=uow)
+    set_organization_limits = providers.Factory(SetOrganizationLimits, uow=uow, clock=clock)
 
+    verified_keys = providers.Singleton(VerifiedKeyCache, ttl_seconds=settings.provided.api_key_cache_seconds)
+    # On PostgreSQL, keys revoked through any process are forgotten at once by this one's verified keys.
+    key_revocations = providers.Resource(resources.key_revocations, settings=settings, keys=verified_keys)
     authenticate_api_key = providers.Factory(
         AuthenticateApiKey,
         uow=uow,
         clock=clock,
         hasher=key_hasher,
         touch_interval=providers.Factory(timedelta, seconds=settings.provided.api_key_touch_seconds),
+        verified=verified_keys,
     )
     create_api_key = providers.Factory(CreateApiKey, uow=uow, clock=clock, ids=ids, hasher=key_hasher)
     list_api_keys = providers.Factory(ListApiKeys, uow=uow)
-    revoke_api_key = providers.Factory(RevokeApiKey, uow=uow, clock=clock)
+    revoke_api_key = providers.Factory(RevokeApiKey, uow=uow, clock=clock, verified=verified_keys)
 
     create_agent = providers.Factory(
         CreateAgent, uow=uow, clock=clock, ids=ids, default_model=settings.provided.default_model
@@ -156,6 +202,14 @@ class Container(containers.DeclarativeContainer):
     )
     operator_servers = providers.Singleton(OperatorServerRegistry.from_file, settings.provided.mcp_servers_file)
     outbound = providers.Singleton(NetworkPolicy, allowed_networks=settings.provided.mcp_allowed_networks)
+    oauth_grants = providers.Singleton(SqlOAuthGrants, database)
+    oauth_servers = providers.Singleton(SdkOAuthServers, outbound)
+    mcp_authorizer = providers.Factory(
+        IntegrationTokens, grants=oauth_grants, servers=oauth_servers, secrets=secret_box, clock=clock
+    )
+    # Integrations read lately (a run's tool calls reuse those its tools were assembled from); the gateway's
+    # forget (an integration changed, here or in another process) drops them.
+    loaded_integrations = providers.Singleton(LoadedIntegrations)
     mcp_gateway = providers.Resource(
         resources.mcp_gateway,
         servers=operator_servers,
@@ -163,6 +217,9 @@ class Container(containers.DeclarativeContainer):
         catalog_ttl_seconds=settings.provided.mcp_catalog_ttl_seconds,
         max_sessions=settings.provided.mcp_max_sessions,
         idle_seconds=settings.provided.mcp_idle_seconds,
+        authorizers=providers.Callable(_authorizers, mcp_authorizer.provider),
+        metrics=metrics,
+        loaded=loaded_integrations,
     )
 
     create_mcp_integration = providers.Factory(
@@ -185,6 +242,23 @@ class Container(containers.DeclarativeContainer):
         servers=operator_servers,
         gateway=mcp_gateway,
     )
+    start_mcp_authorization = providers.Factory(
+        StartMcpAuthorization,
+        uow=uow,
+        grants=oauth_grants,
+        servers=oauth_servers,
+        secrets=secret_box,
+        clock=clock,
+    )
+    complete_mcp_authorization = providers.Factory(
+        CompleteMcpAuthorization,
+        uow=uow,
+        grants=oauth_grants,
+        servers=oauth_servers,
+        secrets=secret_box,
+        clock=clock,
+        gateway=mcp_gateway,
+    )
     delete_mcp_integration = providers.Factory(DeleteMcpIntegration, uow=uow, clock=clock, gateway=mcp_gateway)
     test_mcp_integration = providers.Factory(
         TestMcpIntegration, uow=uow, clock=clock, secrets=secret_box, gateway=mcp_gateway
@@ -195,8 +269,12 @@ class Container(containers.DeclarativeContainer):
         ListMcpResourceTemplates, uow=uow, secrets=secret_box, gateway=mcp_gateway
     )
     list_mcp_prompts = providers.Factory(ListMcpPrompts, uow=uow, secrets=secret_box, gateway=mcp_gateway)
-    execute_mcp_tool = providers.Factory(ExecuteMcpTool, uow=uow, secrets=secret_box, gateway=mcp_gateway)
-    get_mcp_prompt = providers.Factory(GetMcpPrompt, uow=uow, secrets=secret_box, gateway=mcp_gateway)
+    execute_mcp_tool = providers.Factory(
+        ExecuteMcpTool, uow=uow, secrets=secret_box, gateway=mcp_gateway, loaded=loaded_integrations
+    )
+    get_mcp_prompt = providers.Factory(
+        GetMcpPrompt, uow=uow, secrets=secret_box, gateway=mcp_gateway, loaded=loaded_integrations
+    )
     read_mcp_resource = providers.Factory(ReadMcpResource, uow=uow, secrets=secret_box, gateway=mcp_gateway)
     retrieve_mcp_resource = providers.Factory(
         RetrieveMcpResource,
@@ -207,7 +285,9 @@ class Container(containers.DeclarativeContainer):
         gateway=mcp_gateway,
         max_source_bytes=settings.provided.max_source_bytes,
     )
-    rotate_credential_encryption = providers.Factory(RotateCredentialEncryption, uow=uow, secrets=secret_box)
+    rotate_credential_encryption = providers.Factory(
+        RotateCredentialEncryption, uow=uow, secrets=secret_box, grants=oauth_grants
+    )
     list_sources = providers.Factory(ListSources, uow=uow)
 
     # -- runs ---------------------------------------------------------------------------------------
@@ -220,6 +300,7 @@ class Container(containers.DeclarativeContainer):
         timeout_seconds=settings.provided.openai_timeout_seconds,
         max_retries=settings.provided.openai_max_retries,
     )
+    metered_llm = providers.Factory(MeteredLanguageModel, llm, metrics)  # follows overrides of llm (tests)
     tracer = providers.Resource(resources.tracer, settings)
     run_event_bus = providers.Resource(resources.run_event_bus, settings)
     commands = providers.Singleton(OperatorCommandRunner.from_file, settings.provided.commands_file)
@@ -227,6 +308,20 @@ class Container(containers.DeclarativeContainer):
     code_sandbox = providers.Singleton(SubprocessPythonSandbox, settings.provided.code_execution_enabled)
     web_outbound = providers.Singleton(NetworkPolicy, allowed_networks=settings.provided.web_allowed_networks)
     web_pages = providers.Singleton(HttpWebPageReader, web_outbound)
+    upload_source = providers.Factory(
+        UploadSource,
+        uow=uow,
+        clock=clock,
+        ids=ids,
+        reader=providers.Singleton(FileDocumentReader),
+        fetcher=providers.Singleton(HttpFileFetcher, web_outbound),
+        max_source_bytes=settings.provided.max_source_bytes,
+    )
+    delete_source = providers.Factory(DeleteSource, uow=uow)
+    reindex_source = providers.Factory(ReindexSource, uow=uow)
+    index_stored_sources = providers.Factory(IndexStoredSources, uow=uow)
+    list_passages = providers.Factory(ListPassages, uow=uow)
+    search_sources = providers.Factory(SearchSources, uow=uow)
     tool_assembler = providers.Factory(
         ToolAssembler,
         uow=uow,
@@ -235,6 +330,7 @@ class Container(containers.DeclarativeContainer):
         commands=commands,
         search=web_search,
         sandbox=code_sandbox,
+        loaded=loaded_integrations,
     )
     # A sub-agent's run executes through AskAgent, which executes runs: ExecuteRun gets its collaborators below.
     execute_run = providers.Factory(ExecuteRun)
@@ -255,7 +351,13 @@ class Container(containers.DeclarativeContainer):
     execute_run.add_kwargs(
         recorder=providers.Factory(RunRecorder, uow=uow, clock=clock, ids=ids, bus=run_event_bus),
         assembler=tool_assembler,
-        model=providers.Factory(ModelCall, llm=llm, ids=ids, clock=clock),
+        model=providers.Factory(
+            ModelCall,
+            llm=metered_llm,
+            ids=ids,
+            clock=clock,
+            default_context_tokens=settings.provided.default_context_tokens,
+        ),
         tools=providers.Factory(
             ToolCalls,
             handlers=tool_handlers,
@@ -267,9 +369,23 @@ class Container(containers.DeclarativeContainer):
         ),
         tracer=tracer,
     )
-    run_executor = resources.Background(resources.run_executor, settings, execute_run.provider)
-    worker_runs = providers.Singleton(WorkerRuns, providers.Callable(resources.executing, execute_run.provider))
-    create_run = providers.Factory(CreateRun, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor)
+    run_executor = resources.Background(
+        resources.run_executor, settings, execute_run.provider, metrics=metrics, org_limits=org_limits
+    )
+    worker_runs = providers.Singleton(
+        WorkerRuns,
+        providers.Callable(resources.executing, execute_run.provider, metrics),
+        providers.Singleton(RunAdmission, database, default_limit=settings.provided.org_max_concurrent_runs),
+    )
+    create_run = providers.Factory(
+        CreateRun,
+        uow=uow,
+        clock=clock,
+        ids=ids,
+        bus=run_event_bus,
+        executor=run_executor,
+        rate_limit=run_rate_limit,
+    )
     get_run = providers.Factory(GetRun, uow=uow)
     list_runs = providers.Factory(ListRuns, uow=uow)
     cancel_run = providers.Factory(CancelRun, uow=uow, clock=clock, bus=run_event_bus, executor=run_executor)
@@ -279,7 +395,9 @@ class Container(containers.DeclarativeContainer):
     follow_run = providers.Factory(FollowRun, uow=uow, bus=run_event_bus)
     # -- the OpenAI-compatible routes -----------------------------------------------------------------
     list_agent_models = providers.Factory(ListAgentModels, uow=uow)
-    converse = providers.Factory(Converse, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor)
+    converse = providers.Factory(
+        Converse, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor, rate_limit=run_rate_limit
+    )
     answer_tool_calls = providers.Factory(AnswerToolCalls, uow=uow, submit=submit_tool_results)
     # -- prompt templates and /mcp ------------------------------------------------------------------
     prompt_files = resources.Background(
@@ -292,13 +410,15 @@ class Container(containers.DeclarativeContainer):
     )
     create_prompt_template = providers.Factory(CreatePromptTemplate, uow=uow, clock=clock, files=prompt_files)
     update_prompt_template = providers.Factory(UpdatePromptTemplate, uow=uow, clock=clock, files=prompt_files)
-    delete_prompt_template = providers.Factory(DeletePromptTemplate, uow=uow, files=prompt_files)
+    delete_prompt_template = providers.Factory(DeletePromptTemplate, uow=uow, clock=clock, files=prompt_files)
     list_prompt_templates = providers.Factory(ListPromptTemplates, uow=uow, files=prompt_files)
     get_prompt_template = providers.Factory(GetPromptTemplate, uow=uow, files=prompt_files)
     render_prompt_template = providers.Factory(RenderPromptTemplate, uow=uow, files=prompt_files)
     render_draft_template = providers.Factory(RenderDraftTemplate)
     list_published = providers.Factory(ListPublished, uow=uow, files=prompt_files)
-    call_published_tool = providers.Factory(CallPublishedTool, uow=uow, clock=clock, files=prompt_files, ask=ask_agent)
+    call_published_tool = providers.Factory(
+        CallPublishedTool, uow=uow, clock=clock, files=prompt_files, ask=ask_agent, rate_limit=run_rate_limit
+    )
     get_published_prompt = providers.Factory(GetPublishedPrompt, uow=uow, files=prompt_files)
     complete_argument = providers.Factory(CompleteArgument, uow=uow, files=prompt_files)
     publishing_server = providers.Singleton(
@@ -308,9 +428,13 @@ class Container(containers.DeclarativeContainer):
         get_prompt=get_published_prompt.provider,
         complete=complete_argument.provider,
     )
-    # On PostgreSQL, integration and publishing changes made through any process reach this one's MCP state.
+    # Integration and publishing changes reach this process's MCP state (on PostgreSQL, those of any process).
     catalog_changes = providers.Resource(
-        resources.catalog_changes, settings=settings, gateway=mcp_gateway, publishing=publishing_server
+        resources.catalog_changes,
+        settings=settings,
+        database=database,
+        gateway=mcp_gateway,
+        publishing=publishing_server,
     )
     mcp_endpoint = providers.Singleton(
         McpEndpoint,
@@ -323,3 +447,6 @@ class Container(containers.DeclarativeContainer):
 
     recover_runs = providers.Factory(RecoverRuns, uow=uow, clock=clock, bus=run_event_bus, executor=run_executor)
     get_source = providers.Factory(GetSource, uow=uow)
+    # -- usage and the audit log --------------------------------------------------------------------
+    get_usage = providers.Factory(GetUsage, uow=uow, clock=clock)
+    list_audit_events = providers.Factory(ListAuditEvents, uow=uow)

@@ -6,6 +6,8 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
+from application.request_context import current_request_id
+
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message",
     "asctime",
@@ -19,10 +21,15 @@ current_run: ContextVar[str | None] = ContextVar("threadline_current_run", defau
 
 
 class _RunOfTask(logging.Filter):
+    """A log line names the run its task executes and the request it serves (or that created the run)."""
+
     def filter(self, record: logging.LogRecord) -> bool:
         run_id = current_run.get()
         if run_id is not None and not hasattr(record, "run_id"):
             record.run_id = run_id
+        request_id = current_request_id.get()
+        if request_id is not None and not hasattr(record, "request_id"):
+            record.request_id = request_id
         return True
 
 

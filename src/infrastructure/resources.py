@@ -5,12 +5,15 @@ Each resource is built on first use (a CLI command builds only what it uses) and
 the prompt directory watch), then the rest.
 """
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, cast
 
 from dependency_injector import containers, providers
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
+from application.loaded_integrations import LoadedIntegrations
 from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.mcp import McpGateway
 from application.ports.tracing import Tracer
@@ -20,13 +23,19 @@ from infrastructure.execution import job_queue
 from infrastructure.execution.event_bus import InMemoryRunEventBus
 from infrastructure.execution.in_process import InProcessRunExecutor
 from infrastructure.execution.job_queue import QueueRunExecutor
+from infrastructure.execution.local_catalog_changes import LocalCatalogChanges
 from infrastructure.execution.pg_catalog_changes import CatalogChangeListener
 from infrastructure.execution.pg_event_bus import PostgresRunEventBus
+from infrastructure.limits.org_limits import OrgLimits
 from infrastructure.llm import ModelRouter, language_model
 from infrastructure.mcp_client.gateway import SdkMcpGateway
+from infrastructure.mcp_forgetting import ForgetsLoadedIntegrations
 from infrastructure.mcp_server.server import PublishingServer
+from infrastructure.metrics import MeteredMcpGateway, Metrics
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.run_holders import holding_runs
+from infrastructure.security.key_revocations import KeyRevocationListener
+from infrastructure.security.verified_keys import VerifiedKeyCache
 from infrastructure.settings import Executor, Settings
 from infrastructure.template_files.registry import TemplateFileRegistry
 from infrastructure.tracing import LangfuseTracer, NoopTracer
@@ -98,22 +107,43 @@ async def tracer(settings: Settings) -> AsyncIterator[Tracer]:
         await langfuse.shutdown()  # sends the spans still buffered
 
 
-async def mcp_gateway(**settings: Any) -> AsyncIterator[SdkMcpGateway]:
+async def mcp_gateway(metrics: Metrics, loaded: LoadedIntegrations, **settings: Any) -> AsyncIterator[McpGateway]:
     gateway = SdkMcpGateway(**settings)
     try:
-        yield gateway
+        yield cast(McpGateway, ForgetsLoadedIntegrations(cast(McpGateway, MeteredMcpGateway(gateway, metrics)), loaded))
     finally:
         await gateway.close()
 
 
-def executing(execute_run: Callable[[], ExecuteRun]) -> Callable[[OrgId, RunId], Coroutine[object, None, object]]:
+def executing(
+    execute_run: Callable[[], ExecuteRun], metrics: Metrics
+) -> Callable[[OrgId, RunId], Coroutine[object, None, object]]:
     async def execute(org_id: OrgId, run_id: RunId) -> object:
-        return await execute_run().execute(org_id, run_id)  # a fresh ExecuteRun per run: they are cheap
+        since = time.time()
+        metrics.runs_executing.inc()
+        try:
+            run = await execute_run().execute(org_id, run_id)  # a fresh ExecuteRun per run: they are cheap
+        finally:
+            metrics.runs_executing.dec()
+        metrics.run_executed(run, since)
+        return run
 
     return execute
 
 
-async def run_executor(settings: Settings, execute_run: Callable[[], ExecuteRun]) -> AsyncIterator[RunExecutor]:
+def org_concurrency(limits: OrgLimits) -> Callable[[OrgId], Awaitable[int]]:
+    async def limit(org_id: OrgId) -> int:
+        try:
+            return (await limits.of(org_id)).max_concurrent_runs
+        except SQLAlchemyError:
+            return limits.default.max_concurrent_runs  # the database is away: the deployment's limit applies
+
+    return limit
+
+
+async def run_executor(
+    settings: Settings, execute_run: Callable[[], ExecuteRun], *, metrics: Metrics, org_limits: OrgLimits
+) -> AsyncIterator[RunExecutor]:
     """In worker mode, the job queue (a worker process takes its jobs from the same object); else this process."""
     if settings.executor is Executor.QUEUE:
         # The queue's own pool: a quarter of the process's connections (`database_pool_size`, twice with overflow).
@@ -122,7 +152,11 @@ async def run_executor(settings: Settings, execute_run: Callable[[], ExecuteRun]
             yield QueueRunExecutor(app, lost_seconds)
         return
     async with holding_runs(settings.database_url):  # other processes leave this one's runs alone
-        executor = InProcessRunExecutor(executing(execute_run), concurrency=settings.max_concurrent_runs)
+        executor = InProcessRunExecutor(
+            executing(execute_run, metrics),
+            concurrency=settings.max_concurrent_runs,
+            org_limit=org_concurrency(org_limits),
+        )
         try:
             yield executor
         finally:
@@ -142,12 +176,34 @@ async def run_event_bus(settings: Settings) -> AsyncIterator[RunEventBus]:
         await bus.close()
 
 
-async def catalog_changes(settings: Settings, gateway: McpGateway, publishing: PublishingServer) -> AsyncIterator[None]:
-    """On PostgreSQL, MCP catalog changes made through any process reach this one (see pg_catalog_changes.py)."""
+async def catalog_changes(
+    settings: Settings, database: Database, gateway: McpGateway, publishing: PublishingServer
+) -> AsyncIterator[None]:
+    """MCP catalog changes reach this process: on PostgreSQL those made through any process (see
+    pg_catalog_changes.py), else those made by this one (local_catalog_changes.py)."""
+    if make_url(settings.database_url).get_backend_name() != "postgresql":
+        local = LocalCatalogChanges(database.engine, publishing.catalog_changed)
+        try:
+            yield
+        finally:
+            await local.close()
+        return
+    listener = CatalogChangeListener(settings.database_url, forget=gateway.forget, published=publishing.catalog_changed)
+    await listener.start()
+    try:
+        yield
+    finally:
+        await listener.close()
+
+
+async def key_revocations(settings: Settings, keys: VerifiedKeyCache) -> AsyncIterator[None]:
+    """Verified API keys are trusted only while revocations reach them: on PostgreSQL, through the listener
+    (see key_revocations.py). On SQLite nothing tells the server of a key revoked by another process (the
+    command line, `threadline keys revoke`), so keys are never trusted there: each request reads its key."""
     if make_url(settings.database_url).get_backend_name() != "postgresql":
         yield
         return
-    listener = CatalogChangeListener(settings.database_url, forget=gateway.forget, published=publishing.catalog_changed)
+    listener = KeyRevocationListener(settings.database_url, keys)
     await listener.start()
     try:
         yield

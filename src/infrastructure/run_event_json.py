@@ -7,6 +7,7 @@ from uuid import UUID
 
 from domain.ids import AgentId, MessageId, RunId, ThreadId
 from domain.run_events import (
+    ContextTrimmed,
     MessageDelta,
     RunCancelled,
     RunChanged,
@@ -49,6 +50,14 @@ def event_data(payload: RunEventPayload) -> dict[str, Any]:
                 "is_error": payload.is_error,
                 "result": payload.result,
             }
+        case ContextTrimmed():
+            return {
+                "step": payload.step,
+                "messages_dropped": payload.messages_dropped,
+                "tool_results_cut": payload.tool_results_cut,
+                "estimated_tokens": payload.estimated_tokens,
+                "budget_tokens": payload.budget_tokens,
+            }
 
 
 def _run(payload: RunChanged) -> dict[str, Any]:
@@ -86,6 +95,14 @@ def event_payload(event_type: RunEventType, data: Mapping[str, Any]) -> RunEvent
         case RunEventType.TOOL_CALL_COMPLETED:
             return ToolCallCompleted(
                 tool_call_id=data["tool_call_id"], name=data["name"], is_error=data["is_error"], result=data["result"]
+            )
+        case RunEventType.CONTEXT_TRIMMED:
+            return ContextTrimmed(
+                step=data["step"],
+                messages_dropped=data["messages_dropped"],
+                tool_results_cut=data["tool_results_cut"],
+                estimated_tokens=data["estimated_tokens"],
+                budget_tokens=data["budget_tokens"],
             )
     run: dict[str, Any] = {
         "run_id": RunId(UUID(data["run_id"])),

@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     api_key_touch_seconds: int = Field(
         default=60, ge=0, description="How often an API key's last_used_at is written at most"
     )
+    api_key_cache_seconds: float = Field(
+        default=30,
+        ge=0,
+        description="How long a verified API key is trusted without reading it again (0: read on every request); "
+        "revoking a key ends it at once, in every process",
+    )
     max_request_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description="Largest request body accepted")
     secret_key: CommaSeparated = Field(
         default_factory=list,
@@ -79,6 +85,13 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(default=None, description="Base URL of an OpenAI-compatible API")
     openai_timeout_seconds: float = Field(default=60, gt=0, description="Timeout of one model request")
     openai_max_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed model request")
+    default_context_tokens: int = Field(
+        default=32_768,
+        ge=1_024,
+        le=10_000_000,
+        description="Context window assumed for a model the catalog does not know (an agent's "
+        "model_settings.context_tokens overrides it)",
+    )
     langfuse_public_key: str | None = Field(default=None, description="Langfuse public key; unset: no tracing")
     langfuse_secret_key: SecretStr | None = Field(default=None, description="Langfuse secret key")
     langfuse_base_url: str = Field(default="https://cloud.langfuse.com", description="Langfuse server")
@@ -86,6 +99,29 @@ class Settings(BaseSettings):
     langfuse_release: str | None = Field(default=None, description="Langfuse release of the traces")
     langfuse_timeout_seconds: int = Field(default=5, ge=1, description="Timeout of one trace export")
     max_concurrent_runs: int = Field(default=256, ge=1, description="Runs executed at once by this process")
+    org_max_concurrent_runs: int = Field(
+        default=32,
+        ge=1,
+        description="Runs of one organization executed at once in the whole deployment (the others wait queued); "
+        "`threadline orgs set-limits` overrides it per organization",
+    )
+    org_runs_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        description="Runs one organization may start per minute (REST, OpenAI-compatible routes, /mcp tool calls); "
+        "unset: no limit. `threadline orgs set-limits` overrides it per organization",
+    )
+    key_requests_per_minute: int | None = Field(
+        default=None, ge=1, description="Requests one API key may make per minute to /v1 and /mcp; unset: no limit"
+    )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token of GET /metrics (the operator's, not an API key); unset: /metrics does not exist",
+    )
+    metrics_host: str = Field(default="127.0.0.1", description="Address a worker's metrics port listens on")
+    worker_metrics_port: int | None = Field(
+        default=None, ge=1, le=65535, description="Port `threadline worker` serves its /metrics on; unset: none"
+    )
     executor: Executor = Field(
         default=Executor.IN_PROCESS,
         description="Where runs execute: `in_process` (the API process) or `queue` (`threadline worker` processes "

@@ -55,15 +55,17 @@ async def test_each_route_lists_the_statuses_of_what_can_go_wrong(spec: dict[str
     def statuses(path: str, method: str) -> set[str]:
         return {status for status in spec["paths"][path][method]["responses"] if int(status) >= 400}
 
-    assert statuses("/v1/me", "get") == {"401", "503"}
-    assert statuses("/v1/agents", "get") == {"400", "401", "422", "503"}  # cursor, key, limit, database
-    assert statuses("/v1/api-keys", "post") == {"400", "401", "403", "409", "413", "422", "503"}
+    # 429: a key's requests per minute (THREADLINE_KEY_REQUESTS_PER_MINUTE)
+    assert statuses("/v1/me", "get") == {"401", "429", "503"}
+    assert statuses("/v1/agents", "get") == {"400", "401", "422", "429", "503"}  # cursor, key, limit, database
+    assert statuses("/v1/api-keys", "post") == {"400", "401", "403", "409", "413", "422", "429", "503"}
     assert statuses("/v1/mcp-integrations/{integration_id}/tools", "get") >= {"404", "409", "502", "504"}
     assert "AgentNotFound" in _names(spec["paths"]["/v1/agents/{agent_id}"]["get"]["responses"]["404"])
     assert {"ThreadBusy", "IdempotencyKeyReused"} <= _names(
         spec["paths"]["/v1/threads/{thread_id}/runs"]["post"]["responses"]["409"]
     )
     assert "Retry-After" in spec["paths"]["/v1/threads"]["get"]["responses"]["503"]["headers"]
+    assert "Retry-After" in spec["paths"]["/v1/threads/{thread_id}/runs"]["post"]["responses"]["429"]["headers"]
     assert _names(spec["paths"]["/readyz"]["get"]["responses"]["503"]) == {"NotReady"}
     assert statuses("/healthz", "get") == set()
 

@@ -257,9 +257,12 @@ async def test_an_agent_linked_to_an_integration_answers_a_run_that_streams_in_l
     await page.get_by_role("textbox", name="Name", exact=True).fill("Helper")
     await page.get_by_role("combobox", name="Model").fill("gpt-test")
     await page.get_by_label("Instructions").fill("Answer briefly.")
+    await page.get_by_label("Context window (tokens)").fill("16384")
     await page.get_by_label("Memo (memo__)").check()
     await page.get_by_role("button", name="Create agent").click()
     await expect(page.get_by_role("heading", name="Helper")).to_be_visible()
+    agents = (await client.get("/v1/agents", headers=tenant.admin)).json()["data"]
+    assert [a["model_settings"] for a in agents] == [{"context_tokens": 16384}]
     await expect(page.locator(".kv")).to_contain_text("Memo")
     await screenshot(page, "agent")
 
@@ -282,6 +285,23 @@ async def test_an_agent_linked_to_an_integration_answers_a_run_that_streams_in_l
     await page.get_by_role("link", name="Thread", exact=True).click()
     await expect(page.locator(".message.assistant").last).to_contain_text("The server said hi back.")
     await screenshot(page, "thread")
+
+
+async def test_editing_an_agent_keeps_the_model_settings_the_form_does_not_show(
+    page: Any, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    settings = {"temperature": 0.2, "top_p": 0.9, "seed": 7, "presence_penalty": 0.5}
+    created = await client.post("/v1/agents", json={"name": "Tuned", "model_settings": settings}, headers=tenant.admin)
+    assert created.status_code == 201, created.text
+    agent = created.json()
+    await sign_in(page, bearer(tenant.admin), f"#/agents/{agent['id']}/edit")
+    await page.get_by_label("Temperature").fill("0.4")
+    await page.get_by_label("Instructions").fill("Be precise.")
+    await page.get_by_role("button", name="Save changes").click()
+    await expect(page.get_by_role("heading", name="Tuned", exact=True)).to_be_visible()
+    saved = (await client.get(f"/v1/agents/{agent['id']}", headers=tenant.admin)).json()
+    assert saved["instructions"] == "Be precise."
+    assert saved["model_settings"] == {"temperature": 0.4, "top_p": 0.9, "seed": 7, "presence_penalty": 0.5}
 
 
 @pytest.mark.executors

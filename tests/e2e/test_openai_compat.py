@@ -376,6 +376,28 @@ async def test_a_streamed_chat_completion_ends_with_an_error_when_its_run_is_can
     await held.abandoned.wait()
 
 
+async def test_a_client_that_leaves_a_streamed_chat_completion_cancels_its_run(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, aclient: AsyncOpenAI
+) -> None:
+    await _agent(client, tenant, "support")
+    held = openai.hold(first_text="Let me think")
+    stream = await aclient.chat.completions.with_raw_response.create(
+        model="support", messages=[{"role": "user", "content": "Take your time"}], stream=True
+    )
+    run_id = stream.headers["Threadline-Run-Id"]
+    chunks = stream.parse()
+    async for chunk in chunks:
+        if chunk.choices and chunk.choices[0].delta.content:
+            break  # the first words are there: the user presses stop
+    await chunks.close()
+
+    async with asyncio.timeout(60):  # the run ends: its events end
+        events = await client.get(f"/v1/runs/{run_id}/events", headers=tenant.admin)
+    assert events.status_code == 200
+    assert (await _run(client, tenant, run_id))["status"] == "cancelled"
+    await held.abandoned.wait()  # the model call was stopped too
+
+
 async def test_a_failed_run_is_an_error_the_sdk_does_not_retry(
     client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, live_url: str
 ) -> None:

@@ -11,6 +11,7 @@ import pytest
 from application.use_cases.organizations import CreateOrganizationCommand
 from infrastructure.container import Container
 from tests.conftest import PROMPT_FILES_ORG, Tenant
+from tests.e2e.mcp_changes import both_generations, next_change
 from tests.e2e.test_mcp_server import mcp_client, text_of
 
 YAML = """name: daily-digest
@@ -132,3 +133,18 @@ async def test_a_file_template_named_like_an_agent_is_reported_and_the_agent_kee
     reported = [r for r in caplog.records if "collides with an agent slug" in r.getMessage()]
     # the registry logs them as the records' extra attributes
     assert [(vars(r)["template"], vars(r)["agent_slug"]) for r in reported] == [("digest-bot", "digest-bot")]
+
+
+async def test_a_template_file_change_is_told_to_both_protocol_generations(
+    container: Container, client: httpx.AsyncClient, live_url: str, files_org: Tenant
+) -> None:
+    directory = container.settings().prompts_dir
+    assert directory is not None
+    async with both_generations(live_url, files_org) as (legacy, changes):
+        (directory / "daily-digest.yaml").write_text(YAML)
+        await legacy.wait_for("notifications/tools/list_changed", 1)
+        await legacy.wait_for("notifications/prompts/list_changed", 1)
+        await next_change(changes)
+        (directory / "daily-digest.yaml").unlink()
+        await changes_until(changes, files_listed(client, files_org))
+        await legacy.wait_for("notifications/tools/list_changed", 2)

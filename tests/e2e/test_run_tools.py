@@ -62,8 +62,9 @@ async def test_source_query_searches_what_the_thread_imported(
     run = await settle(client, tenant, (await start(client, tenant, thread, input="Where does Grace live?"))["id"])
     assert run["status"] == "completed"
     found, missing = (await messages(client, tenant, thread))[4]["content"]
-    assert "Grace,Arlington" in found["result"] and "[People" in found["result"]
-    assert missing["result"].startswith("No source mentions 'zebra'")
+    assert found["result"].startswith("[1] People — row 1 (source_id ")
+    assert "name: Grace; city: Arlington" in found["result"]
+    assert missing["result"] == "No passage of this thread's sources matches 'zebra'."
 
 
 async def test_a_displayable_tool_waits_for_the_client(

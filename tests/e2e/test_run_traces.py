@@ -84,6 +84,11 @@ async def test_the_trace_names_the_thread_organization_agent_and_run(tenant: Ten
     assert root.json_attribute("langfuse.trace.metadata.run_id") == traced_run.run["id"]
 
 
+async def test_the_trace_names_the_request_that_created_the_run(traced_run: TracedRun) -> None:
+    assert traced_run.run["request_id"]
+    assert traced_run.root.json_attribute("langfuse.trace.metadata.request_id") == traced_run.run["request_id"]
+
+
 async def test_the_trace_has_a_generation_per_model_call_and_a_span_per_tool_call(traced_run: TracedRun) -> None:
     assert sorted(s.name for s in traced_run.children) == sorted(
         ["step 1", "step 2", "mcp_tool_call", "mcp_prompt_retrieval", "mcp_prompt_retrieval"]

@@ -92,6 +92,7 @@ async def _kill_and_restart(tmp_path: Path, url: str) -> None:
             "THREADLINE_DATABASE_URL": url,
             "THREADLINE_EXECUTOR": "in_process",
             "THREADLINE_MAX_CONCURRENT_RUNS": str(EXECUTING),
+            "THREADLINE_ORG_MAX_CONCURRENT_RUNS": str(EXECUTING),  # one organization's runs, all of them at once
             "THREADLINE_DATABASE_POOL_SIZE": "8",  # beside the suite's own connections, within the server's limit
             "THREADLINE_LOG_FORMAT": "text",
             "THREADLINE_OPENAI_API_KEY": "sk-test",

@@ -66,10 +66,16 @@ ROUTES: list[tuple[str, str, object]] = [
     ("POST", "/v1/mcp-integrations/{integration}/tools/echo/call", {"arguments": {}}),
     ("POST", "/v1/mcp-integrations/{integration}/resources/read", {"uri": "memo://notes"}),
     ("POST", "/v1/mcp-integrations/{integration}/prompts/welcome/get", {}),
+    ("POST", "/v1/mcp-integrations/{integration}/oauth/authorize", None),
+    ("GET", "/v1/mcp-integrations/{integration}/oauth/callback?state=s&code=c", None),
     ("GET", "/v1/threads/{thread}/sources", None),
     ("GET", "/v1/agents/{agent}/sources", None),
     ("GET", "/v1/sources/{source}", None),
     ("GET", "/v1/sources/{source}/content", None),
+    ("GET", "/v1/sources/{source}/passages", None),
+    ("POST", "/v1/sources/{source}/reindex", None),
+    ("DELETE", "/v1/sources/{source}", None),
+    ("GET", "/v1/threads/{thread}/sources/search?q=notes", None),
     ("POST", "/v1/threads/{thread}/runs", {"input": "injected"}),
     ("GET", "/v1/threads/{thread}/runs", None),
     ("GET", "/v1/runs/{run}", None),
@@ -160,3 +166,32 @@ async def test_objects_cannot_be_linked_across_organizations(
         headers=intruder.admin,
     )
     assert stolen.status_code == 422
+
+
+async def test_another_organizations_agent_is_no_model_on_the_openai_compatible_routes(
+    client: httpx.AsyncClient, owned: tuple[Tenant, Tenant, dict[str, str]]
+) -> None:
+    owner, intruder, ids = owned
+    slug = (await client.get(f"/v1/agents/{ids['agent']}", headers=owner.admin)).json()["slug"]
+    assert [m["id"] for m in (await client.get("/v1/models", headers=intruder.admin)).json()["data"]] == []
+    calls = [
+        ("GET", f"/v1/models/{slug}", None),
+        ("POST", "/v1/chat/completions", {"model": slug, "messages": [{"role": "user", "content": "hi"}]}),
+        ("POST", "/v1/responses", {"model": slug, "input": "hi"}),
+    ]
+    for method, url, body in calls:
+        response = await client.request(method, url, json=body, headers=intruder.admin)
+        assert response.status_code == 404, (url, response.text)
+        assert response.json()["error"]["code"] == "model_not_found", url
+    # The owner's run as the response to continue: not found to anyone else, and nothing is added to it.
+    own_agent = (await client.post("/v1/agents", json={"name": "Mine"}, headers=intruder.admin)).json()
+    continued = await client.post(
+        "/v1/responses",
+        json={"model": own_agent["slug"], "input": "hi", "previous_response_id": f"resp_{ids['run'].replace('-', '')}"},
+        headers=intruder.admin,
+    )
+    assert continued.status_code == 404, continued.text
+    run = (await client.get(f"/v1/runs/{ids['run']}", headers=owner.admin)).json()
+    messages = (await client.get(f"/v1/threads/{run['thread_id']}/messages", headers=owner.admin)).json()["data"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert (await client.get("/v1/runs", headers=owner.admin)).json()["data"][-1]["id"] == ids["run"]

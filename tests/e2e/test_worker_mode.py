@@ -2,6 +2,7 @@
 processes that execute them, real processes on one PostgreSQL database, the model a fake on loopback."""
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -13,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
+from infrastructure.execution.pg_event_bus import CHANNEL, libpq_dsn
 from tests.conftest import Tenant
 from tests.databases import POSTGRES_URL, backend, off_the_loop, postgres_database
 from tests.e2e.runs import sse_events
@@ -90,6 +93,8 @@ def _environment(url: str, model: FakeOpenAI, data_dir: Path, executor: str) -> 
         "THREADLINE_EXECUTOR": executor,
         "THREADLINE_DATABASE_POOL_SIZE": "5",  # 4 processes within the server's 100 connections
         "THREADLINE_WORKER_LOST_SECONDS": str(LOST_SECONDS),
+        # One organization runs everything here: its runs are not held to a share (test_fair_share_workers.py).
+        "THREADLINE_ORG_MAX_CONCURRENT_RUNS": "1000",
         "THREADLINE_WORKER_GRACE_SECONDS": "1",
         "THREADLINE_LOG_FORMAT": "text",
         "THREADLINE_OPENAI_API_KEY": "sk-test",
@@ -100,9 +105,10 @@ def _environment(url: str, model: FakeOpenAI, data_dir: Path, executor: str) -> 
     }
 
 
-async def _organization(env: dict[str, str]) -> dict[str, str]:
-    """Migrates the database and creates an organization: the headers of its admin key."""
-    await _run(env, "migrate")
+async def _organization(env: dict[str, str], *, migrate: bool = True) -> dict[str, str]:
+    """Migrates the database (unless told not to) and creates an organization: the headers of its admin key."""
+    if migrate:
+        await _run(env, "migrate")
     key = re.search(r"(tl_\S+)", await _run(env, "orgs", "create", "Workers"))
     assert key is not None
     return {"Authorization": f"Bearer {key.group(1)}"}
@@ -116,16 +122,29 @@ async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
         FakeOpenAI(responder=echo_text, record_requests=False) as model,
     ):
         env = _environment(url, model, tmp_path_factory.mktemp("data"), "queue")
-        headers = await _organization(env)
+        await _run(env, "migrate")
         processes: list[Process] = []
         workers: list[Process] = []
         try:
             ports = [free_port(), free_port()]
-            for index, port in enumerate(ports):
-                args = ("serve", "--no-migrate", "--port", str(port))
-                processes.append(await _start(f"api-{index}", env, *args, ready="Application startup complete"))
-            workers += [await _start(f"worker-{i}", env, "worker", ready="Starting worker") for i in range(2)]
-            processes += workers
+            starting = [
+                *(
+                    _start(f"api-{i}", env, "serve", "--no-migrate", "--port", str(port), ready="Application startup complete")
+                    for i, port in enumerate(ports)
+                ),
+                *(_start(f"worker-{i}", env, "worker", ready="Starting worker") for i in range(2)),
+            ]
+            # Side by side, and with the organization made meanwhile: each process takes seconds to start.
+            organization, *results = await asyncio.gather(
+                _organization(env, migrate=False), *starting, return_exceptions=True
+            )
+            processes += [p for p in results if isinstance(p, Process)]
+            for failed in [organization, *results]:
+                if isinstance(failed, BaseException):
+                    raise failed
+            assert isinstance(organization, dict)
+            headers: dict[str, str] = organization
+            workers += processes[2:]
             yield Deployment(
                 apis=[f"http://127.0.0.1:{port}" for port in ports],
                 workers=workers,
@@ -235,18 +254,25 @@ async def test_a_new_api_process_started_next_to_a_live_one_leaves_its_runs_alon
         try:
             async with FakeOpenAI(responder=echo_text, record_requests=False) as model:
                 env = _environment(url, model, tmp_path_factory.mktemp("data"), "in_process")
-                headers = await _organization(env)
+                await _run(env, "migrate")
                 port_a, port_b = free_port(), free_port()
                 args = ("serve", "--no-migrate", "--port")
-                started.append(await _start("api-a", env, *args, str(port_a), ready="Application startup complete"))
+                api_a = asyncio.create_task(
+                    _start("api-a", env, *args, str(port_a), ready="Application startup complete")
+                )
+                try:
+                    headers = await _organization(env, migrate=False)  # while A starts
+                finally:
+                    started.append(await api_a)
                 held = [model.hold() for _ in range(5)]
                 async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_a}", timeout=60) as a:
                     live = Deployment(apis=[], workers=[], headers=headers, model=model, env=env)
                     runs = []
                     for index in range(5):
                         thread = await _thread(a, live)
-                        body = {"input": f"q{index}"}
-                        created = await a.post(f"/v1/threads/{thread}/runs", json=body, headers=headers)
+                        created = await a.post(
+                            f"/v1/threads/{thread}/runs", json={"input": f"q{index}"}, headers=headers
+                        )
                         runs.append(created.json()["id"])
                     await asyncio.wait_for(asyncio.gather(*(h.received.wait() for h in held)), 30)  # all at the model
                     started.append(await _start("api-b", env, *args, str(port_b), ready="Application startup complete"))
@@ -323,6 +349,110 @@ async def test_a_template_created_through_one_replica_is_announced_to_mcp_client
     assert after - before == {"brief_me"}
 
 
+@contextlib.asynccontextmanager
+async def _replaced(deployment: Deployment, stopped: Process) -> AsyncIterator[None]:
+    """A new worker takes the place of one that stopped, for the tests after this one; it starts meanwhile."""
+    starting = asyncio.create_task(_start(f"{stopped.name}-next", deployment.env, "worker", ready="Starting worker"))
+    try:
+        yield
+    finally:
+        deployment.workers.remove(stopped)
+        deployment.workers.append(await starting)
+
+
+@dataclass
+class Follower:
+    """An SSE follower reading a run's events as they come."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def follow(self, client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> None:
+        async with client.stream("GET", url, headers=headers) as stream:
+            assert stream.status_code == 200
+            async for line in stream.aiter_lines():
+                if line.startswith("data: "):
+                    self.events.extend(sse_events(line))
+                    self.arrived.set()
+
+    async def until(self, count: int, of_type: str) -> None:
+        while sum(e["type"] == of_type for e in self.events) < count:
+            self.arrived.clear()
+            await self.arrived.wait()
+
+
+async def test_a_run_whose_worker_is_killed_mid_answer_streams_on_to_its_end_with_no_number_twice(
+    deployment: Deployment,
+) -> None:
+    """The worker is killed while its text deltas reach a follower; another takes the run over. The follower,
+    connected throughout, gets every later event and the terminal one; a reconnect with Last-Event-ID of a
+    delta it saw gets the rest, each event once."""
+    held = deployment.model.hold(first_text="one two three four")
+    async with (
+        httpx.AsyncClient(base_url=deployment.apis[0], timeout=60) as a,
+        httpx.AsyncClient(base_url=deployment.apis[1], timeout=60) as b,
+    ):
+        thread = await _thread(a, deployment)
+        created = await a.post(f"/v1/threads/{thread}/runs", json={"input": "a long one"}, headers=deployment.headers)
+        run_id = created.json()["id"]
+        url = f"/v1/runs/{run_id}/events"
+        follower = Follower()
+        following = asyncio.create_task(follower.follow(b, url, deployment.headers))
+        await asyncio.wait_for(follower.until(4, "message.delta"), 30)  # the first holder's deltas came
+        seen_before = [e["seq"] for e in follower.events]
+        [holder] = [w for w in deployment.workers if any(run_id in line for line in w.log)]
+        holder.process.kill()
+        await holder.process.wait()
+        async with _replaced(deployment, holder):
+            await asyncio.wait_for(following, LOST_SECONDS + 30)  # it ends: the terminal event came
+            everything = sse_events((await b.get(url, headers=deployment.headers)).text)
+            resumed = await a.get(url, headers=deployment.headers | {"Last-Event-ID": str(seen_before[-2])})
+            listed = (await a.get(f"/v1/threads/{thread}/messages", headers=deployment.headers)).json()["data"]
+
+    followed = [e["seq"] for e in follower.events]
+    assert follower.events[-1]["type"] == "run.completed", follower.events
+    assert followed == sorted(set(followed))  # in order, none twice
+    assert followed == [e["seq"] for e in everything]  # nothing the run stored or sent later was missed
+    answer = follower.events[-1]["data"]["answer"]
+    after_takeover = [e for e in follower.events if e["seq"] > seen_before[-1]]
+    assert "".join(e["data"]["text"] for e in after_takeover if e["type"] == "message.delta") == answer
+    rest = [e["seq"] for e in sse_events(resumed.text)]
+    assert rest == [seq for seq in followed if seq > seen_before[-2]]  # the rest, each once, from where it was
+    assert [m["role"] for m in listed] == ["user", "assistant"]
+    assert held.abandoned.is_set()
+
+
+async def test_a_follower_gets_the_end_of_a_run_though_its_replicas_listening_connection_was_cut(
+    deployment: Deployment,
+) -> None:
+    """Real processes whose listening connections are cut as a run goes on (the events published before they
+    listen again are read from storage: tests/integration/test_worker_mode_gaps.py shows that step by step)."""
+    held = deployment.model.hold(first_text="wait for it")
+    async with (
+        httpx.AsyncClient(base_url=deployment.apis[0], timeout=60) as a,
+        httpx.AsyncClient(base_url=deployment.apis[1], timeout=60) as b,
+        await psycopg.AsyncConnection.connect(libpq_dsn(deployment.env["THREADLINE_DATABASE_URL"])) as admin,
+    ):
+        await admin.set_autocommit(True)
+        thread = await _thread(a, deployment)
+        created = await a.post(f"/v1/threads/{thread}/runs", json={"input": "cut"}, headers=deployment.headers)
+        follower = Follower()
+        following = asyncio.create_task(
+            follower.follow(b, f"/v1/runs/{created.json()['id']}/events", deployment.headers)
+        )
+        await asyncio.wait_for(follower.until(1, "message.delta"), 30)
+        cut = await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = %s AND datname = current_database()",
+            (f"LISTEN {CHANNEL}",),
+        )
+        assert len(await cut.fetchall()) >= 2  # the listening connections of the processes, replicas among them
+        held.release()  # the rest of the run, published while the replicas listen again (or just after)
+        await asyncio.wait_for(following, 10)  # sooner than a follower's heartbeat: once it listens again
+    assert follower.events[-1]["type"] == "run.completed"
+    seqs = [e["seq"] for e in follower.events]
+    assert seqs == sorted(set(seqs))
+
+
 async def test_a_worker_stopped_with_sigterm_hands_its_run_to_another_that_finishes_it(
     deployment: Deployment,
 ) -> None:
@@ -335,14 +465,13 @@ async def test_a_worker_stopped_with_sigterm_hands_its_run_to_another_that_finis
         [holder] = [w for w in deployment.workers if any(run_id in line for line in w.log)]
         holder.process.send_signal(signal.SIGTERM)
         await asyncio.wait_for(holder.process.wait(), 30)  # after its 1 s grace, the run goes back
-        held.release()
-        stream = await a.get(f"/v1/runs/{run_id}/events", headers=deployment.headers)
-        listed = (await a.get(f"/v1/threads/{thread}/messages", headers=deployment.headers)).json()["data"]
+        async with _replaced(deployment, holder):
+            held.release()
+            stream = await a.get(f"/v1/runs/{run_id}/events", headers=deployment.headers)
+            listed = (await a.get(f"/v1/threads/{thread}/messages", headers=deployment.headers)).json()["data"]
     assert sse_events(stream.text)[-1]["type"] == "run.completed"
     assert [m["role"] for m in listed] == ["user", "assistant"]
     assert any("handed back" in line for line in holder.log)
-    deployment.workers.remove(holder)  # a new worker takes its place for the tests after this one
-    deployment.workers.append(await _start("worker-new", deployment.env, "worker", ready="Starting worker"))
 
 
 async def test_the_runs_of_a_killed_worker_are_taken_over_and_each_ends_once(deployment: Deployment) -> None:

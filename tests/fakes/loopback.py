@@ -35,6 +35,13 @@ class LoopbackServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._server.should_exit = True
+        if self._server.force_exit:
+            # Python 3.12's asyncio Server.wait_closed waits for every connection to end: a client's open
+            # stream (an MCP session listening for notifications) would hold the shutdown forever.
+            for connection in list(self._server.server_state.connections):
+                transport = getattr(connection, "transport", None)
+                if transport is not None:
+                    transport.close()
         if self._task is not None:
             await self._task
         self._socket.close()

@@ -67,6 +67,8 @@ class TextReply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     """Token counts default to word counts of the request and the reply."""
+    cached_tokens: int | None = None
+    """Reported as `prompt_tokens_details.cached_tokens` when set."""
     finish_reason: str = "stop"
 
 
@@ -76,6 +78,7 @@ class ToolCallsReply:
     text: str = ""
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -410,7 +413,7 @@ class _Answer:
             for position, call in enumerate(reply.calls, start=1)
         ]
 
-    def _usage(self, reply: TextReply | ToolCallsReply, prefix: str = "") -> dict[str, int]:
+    def _usage(self, reply: TextReply | ToolCallsReply, prefix: str = "") -> dict[str, Any]:
         prompt = reply.prompt_tokens
         if prompt is None:
             prompt = sum(_word_count(m.get("content")) for m in self.body.get("messages") or ())
@@ -419,7 +422,14 @@ class _Answer:
             completion = len((prefix + reply.text).split()) + sum(
                 len(call["function"]["arguments"].split()) for call in self._calls(reply)
             )
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        if reply.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+        return usage
 
 
 def _finish_reason(reply: TextReply | ToolCallsReply) -> str:

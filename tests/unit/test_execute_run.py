@@ -11,6 +11,7 @@ from application.ports.llm import ModelRequest, ModelToolCall
 from application.ports.native_tools import CommandSpec
 from application.ports.tracing import Level
 from application.runs.create_run import CreateRun, CreateRunCommand
+from application.runs.events import UNSTORED_SEQS
 from application.runs.submit_tool_results import SubmitToolResults, SubmitToolResultsCommand, ToolResultInput
 from application.runs.tools.calls import ToolLimits
 from application.runs.tools.handler import ToolContext, ToolOutcome
@@ -446,7 +447,17 @@ async def test_a_run_left_in_progress_goes_on_with_a_model_call(app: FakeApp) ->
         await uow.commit()
     done = await app.execute_run().execute(run.org_id, run.id)
     assert status(done) is RunStatus.COMPLETED
-    assert "run.in_progress" not in app.bus.types(run.id)  # it was announced when it first started
+    assert app.bus.types(run.id) == [
+        "run.created",
+        "run.in_progress",
+        "message.delta",
+        "message.delta",
+        "run.completed",
+    ]
+    resumed = [e for e in app.bus.published if e.run_id == run.id][1:]
+    # Numbered past whatever a lost holder may have published without storing, from the stored announcement.
+    assert resumed[0].seq == 1 + UNSTORED_SEQS + 1
+    assert [e.seq for e in resumed] == list(range(resumed[0].seq, resumed[0].seq + 4))
 
 
 # -- what a run stores and traces --------------------------------------------------------------------

@@ -67,3 +67,44 @@ async def test_a_follower_arriving_as_the_run_starts_gets_each_event_once_and_he
         "message.delta",
         "run.completed",
     ]
+
+
+class _Deaf:
+    """A subscription that hears nothing: the process's link to the process executing the run is down."""
+
+    backlog: tuple[RunEvent, ...] = ()
+
+    async def next(self) -> RunEvent:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    def received(self) -> list[RunEvent]:
+        return []
+
+
+class _DeafBus:
+    async def publish(self, event: RunEvent) -> None:
+        pass
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, run_id: RunId) -> AsyncIterator[RunSubscription]:
+        yield _Deaf()
+
+
+async def test_a_follower_that_hears_nothing_live_still_gets_the_stored_events_at_the_next_heartbeat() -> None:
+    app = FakeApp()
+    thinking = Hold()
+    app.model.then(thinking, answer("Hello"))
+    run = await queued_run(app)
+    executing = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    await thinking.received.wait()
+    received: list[str] = []
+    async with await FollowRun(app.uow, _DeafBus()).execute(member(run.org_id), run.id) as follower:
+        async for event in follower.events(heartbeat=0.01):
+            if event is None:
+                if not thinking.release.is_set():
+                    thinking.release.set()
+                    await executing
+                continue
+            received.append(event.type.value)
+    assert received == ["run.created", "run.in_progress", "run.completed"]

@@ -188,7 +188,7 @@ async def test_a_template_of_the_prompts_directory_is_changed_in_its_file_only(a
     with pytest.raises(Conflict, match="change its file"):
         await update(app).execute(admin(org), "review", TemplateChanges(description="x"))
     with pytest.raises(Conflict, match="delete its file"):
-        await DeletePromptTemplate(app.uow, app.files).execute(admin(org), "review")
+        await DeletePromptTemplate(app.uow, app.clock, app.files).execute(admin(org), "review")
 
 
 async def test_another_organizations_template_is_not_found(app: FakeApp) -> None:
@@ -198,7 +198,7 @@ async def test_another_organizations_template_is_not_found(app: FakeApp) -> None
     with pytest.raises(PromptTemplateNotFound):
         await update(app).execute(admin(other), "summarize", TemplateChanges(description="x"))
     with pytest.raises(PromptTemplateNotFound):
-        await DeletePromptTemplate(app.uow, app.files).execute(admin(other), "summarize")
+        await DeletePromptTemplate(app.uow, app.clock, app.files).execute(admin(other), "summarize")
     with pytest.raises(PromptTemplateNotFound):
         await GetPromptTemplate(app.uow, app.files).execute(member(other), "summarize")
     assert await stored(app, org, "summarize") is not None
@@ -208,8 +208,8 @@ async def test_an_admin_deletes_a_template(app: FakeApp) -> None:
     org, agent = await org_with_agent(app)
     await create(app).execute(save(agent))
     with pytest.raises(PermissionDenied):
-        await DeletePromptTemplate(app.uow, app.files).execute(member(org), "summarize")
-    await DeletePromptTemplate(app.uow, app.files).execute(admin(org), "summarize")
+        await DeletePromptTemplate(app.uow, app.clock, app.files).execute(member(org), "summarize")
+    await DeletePromptTemplate(app.uow, app.clock, app.files).execute(admin(org), "summarize")
     assert app.store.templates == {}
 
 

@@ -10,11 +10,13 @@ from application.ports.llm import ModelRequest, ModelToolCall
 from application.ports.native_tools import CommandSpec
 from application.ports.tracing import Level
 from application.runs.create_run import CreateRun, CreateRunCommand
+from application.runs.events import UNSTORED_SEQS, RunEventStream
 from application.runs.recover_runs import RecoverRuns
 from application.runs.tools.handler import ToolContext, ToolOutcome
+from domain.ids import MessageId
 from domain.messages import MessageRole
 from domain.native_tools import ToolRef
-from domain.run_events import RunEvent
+from domain.run_events import MessageDelta, RunEvent
 from domain.runs import Run, RunStatus
 from domain.threads import Thread
 from domain.tools import Tool, ToolType
@@ -74,8 +76,12 @@ async def test_a_run_taken_over_during_its_model_call_keeps_only_the_new_holders
         (MessageRole.USER, "Hello"),
         (MessageRole.ASSISTANT, "from the new holder"),
     ]
-    assert await stored_events(app, run) == ["run.created", "run.in_progress", "run.completed"]
-    assert durable(app.bus.published, run) == ["run.created", "run.in_progress", "run.completed"]
+    # The new holder announced it went on (numbered past what the first one may have published unstored).
+    assert await stored_events(app, run) == ["run.created", "run.in_progress", "run.in_progress", "run.completed"]
+    assert durable(app.bus.published, run) == ["run.created", "run.in_progress", "run.in_progress", "run.completed"]
+    # The first holder's late deltas and the new holder's events: no number twice.
+    seqs = [e.seq for e in app.bus.published if e.run_id == run.id]
+    assert len(seqs) == len(set(seqs))
     assert all(r.levelno < logging.ERROR for r in caplog.records)
     assert any("taken over" in r.getMessage() for r in caplog.records)
     first_trace = app.tracer.traces[0].ended
@@ -140,3 +146,16 @@ async def test_a_write_with_an_older_lease_is_refused() -> None:
     with pytest.raises(LeaseLost):
         async with app.uow as uow:
             await uow.runs.save(held)
+
+
+async def test_a_holder_publishes_no_unstored_event_a_successor_could_number_the_same() -> None:
+    app = FakeApp()
+    _thread, run = await queued(app)
+    async with app.uow as uow:
+        events = await RunEventStream.resume(uow, run.org_id, run.id, app.bus, app.clock)
+    delta = MessageDelta(message_id=MessageId(app.ids.new()), text="word ")
+    within = RunEvent(run_id=run.id, seq=1 + UNSTORED_SEQS, payload=delta, created_at=app.clock.now())
+    beyond = RunEvent(run_id=run.id, seq=2 + UNSTORED_SEQS, payload=delta, created_at=app.clock.now())
+    await events.publish(within, beyond)
+    # A successor numbers from UNSTORED_SEQS past the last stored event (the run.created event, seq 1).
+    assert [e.seq for e in app.bus.published if e.run_id == run.id][-1] == 1 + UNSTORED_SEQS

@@ -11,14 +11,22 @@ from application.ports.native_tools import CommandSpec, ProcessOutput, SearchHit
 from application.ports.tracing import Level
 from application.runs.tools.assembly import RETRIEVE_PROMPT, RETRIEVE_RESOURCE, AssembledTools, tool_name
 from application.runs.tools.handler import ToolContext, ToolHandler, ToolOutcome
-from application.runs.tools.native import CodeExecution, InternetSearch, RunCommand, SourceQuery, WebsiteContent
+from application.runs.tools.native import (
+    SOURCE_QUERY_BUDGET,
+    SOURCE_QUERY_PASSAGES,
+    CodeExecution,
+    InternetSearch,
+    RunCommand,
+    SourceQuery,
+    WebsiteContent,
+)
 from domain.agents import Agent
 from domain.ids import RunId, SourceId
 from domain.integrations import FilterMode, ToolFilter
 from domain.native_tools import NATIVE_TOOLS_BY_TYPE, ToolRef
 from domain.organizations import Organization
 from domain.runs import ClientTool
-from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin, TableData
+from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin, TableData, passages_of
 from domain.threads import Thread
 from domain.tools import TOOL_NAME_MAX, Tool, ToolType
 from tests.unit.fakes.app import FakeApp
@@ -76,6 +84,7 @@ async def add_source(
     )
     async with app.uow as uow:
         await uow.sources.add(source)
+        await uow.passages.replace(source, passages_of(source))
         await uow.commit()
     return source
 
@@ -86,16 +95,19 @@ async def add_source(
 async def test_a_source_query_finds_passages_in_the_threads_and_the_agents_sources() -> None:
     app = FakeApp()
     _, agent, thread = await an_agent_and_thread(app)
-    in_thread = await add_source(app, agent, thread=thread, text="The invoice is due on Friday.", name="mail")
+    in_thread = await add_source(
+        app, agent, thread=thread, text="# Billing\n\nThe invoice is due on Friday.", name="mail"
+    )
     of_agent = await add_source(
         app, agent, data=TableData(headers=("customer", "invoice"), rows=(("acme", "42"),)), name="table"
     )
     await add_source(app, agent, thread=await app.thread(agent), text="another invoice elsewhere")
     await add_source(app, agent, thread=thread)  # a blob: never read
-    outcome = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, {"query": "Invoice"}, agent, thread)
+    outcome = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, {"query": "invoice due"}, agent, thread)
     assert not outcome.is_error
     assert outcome.text == (
-        f"[table ({of_agent.id})] customer,invoice\nacme,42\n\n[mail ({in_thread.id})] The invoice is due on Friday."
+        f"[1] mail — Billing (source_id {in_thread.id}, passage 0)\nThe invoice is due on Friday.\n\n"
+        f"[2] table — row 1 (source_id {of_agent.id}, passage 0)\ncustomer: acme; invoice: 42"
     )
 
 
@@ -106,37 +118,45 @@ async def test_a_source_query_may_search_one_source_only() -> None:
     second = await add_source(app, agent, thread=thread, text="apples and pears", name="second")
     arguments = {"query": "apples", "source_id": str(second.id)}
     outcome = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, arguments, agent, thread)
-    assert outcome.text == f"[second ({second.id})] apples and pears"
+    assert outcome.text == f"[1] second — passage 1 (source_id {second.id}, passage 0)\napples and pears"
 
 
-async def test_long_sources_give_at_most_three_shortened_passages_each() -> None:
+async def test_a_source_query_keeps_to_its_character_budget() -> None:
     app = FakeApp()
     _, agent, thread = await an_agent_and_thread(app)
-    text = " ".join(["filler " * 60 + "needle"] * 5)
-    await add_source(app, agent, thread=thread, text=text)
+    paragraphs = "\n\n".join(f"needle {n} " + "filler " * 130 for n in range(12))
+    await add_source(app, agent, thread=thread, text=paragraphs)
     outcome = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, {"query": "needle"}, agent, thread)
-    passages = outcome.text.split("\n\n")
-    assert len(passages) == 3
-    assert all("needle" in p and p.startswith("[notes (") for p in passages)
-    assert passages[0].split("] ", 1)[1].startswith("…") and passages[-1].endswith("…")
+    assert SOURCE_QUERY_BUDGET - 200 <= len(outcome.text) <= SOURCE_QUERY_BUDGET
+    assert outcome.text.count("[") == outcome.text.count("(source_id") <= SOURCE_QUERY_PASSAGES
+    assert outcome.text.endswith("…")
 
 
-async def test_words_close_together_give_one_passage() -> None:
+async def test_the_trace_shows_the_query_and_the_passages_returned() -> None:
     app = FakeApp()
     _, agent, thread = await an_agent_and_thread(app)
-    await add_source(app, agent, thread=thread, text="apples and pears")
-    outcome = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, {"query": "pears apples"}, agent, thread)
-    assert outcome.text.endswith("] apples and pears") and outcome.text.count("[notes (") == 1
+    source = await add_source(app, agent, thread=thread, text="apples and pears", name="fruit")
+    trace = RecordingTrace()
+    await SourceQuery(app.uow)(
+        call("source_query", {"query": "pears"}), native(ToolType.SOURCE_QUERY), context(agent, thread, trace)
+    )
+    [span] = trace.spans
+    assert (span.name, span.input) == ("source_query", {"query": "pears", "source_id": None})
+    assert span.ended is not None and span.ended["output"]["passages"] == [
+        {"source_id": str(source.id), "source_name": "fruit", "position": 0, "location": "passage 1", "score": 1}
+    ]
 
 
-async def test_a_source_query_says_what_it_searched_when_nothing_matches() -> None:
+async def test_a_source_query_says_when_nothing_matches() -> None:
     app = FakeApp()
     _, agent, thread = await an_agent_and_thread(app)
     empty = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, {"query": "x"}, agent, thread)
-    assert empty.text == "There are no text sources in this thread yet."
-    await add_source(app, agent, thread=thread, text="apples", name="fruit")
-    missed = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, {"query": "pears"}, agent, thread)
-    assert missed.text == "No source mentions 'pears'. Sources searched: fruit." and not missed.is_error
+    assert empty.text == "No passage of this thread's sources matches 'x'." and not empty.is_error
+    fruit = await add_source(app, agent, thread=thread, text="apples", name="fruit")
+    missed = await run(
+        SourceQuery(app.uow), ToolType.SOURCE_QUERY, {"query": "pears", "source_id": str(fruit.id)}, agent, thread
+    )
+    assert missed.text == f"No passage of source {fruit.id} matches 'pears'."
 
 
 async def test_a_source_query_does_not_read_another_organizations_sources() -> None:
@@ -150,14 +170,21 @@ async def test_a_source_query_does_not_read_another_organizations_sources() -> N
     outcome = await SourceQuery(app.uow)(
         call("source_query", {"query": "secret"}), native(ToolType.SOURCE_QUERY), foreign
     )
-    assert outcome.text == "There are no text sources in this thread yet."
+    assert outcome.text == "No passage of this thread's sources matches 'secret'."
 
 
-async def test_a_source_query_without_a_query_is_an_error_for_the_model() -> None:
+@pytest.mark.parametrize(
+    ("arguments", "text"),
+    [
+        ({"query": "  "}, "Source query failed: query parameter is required"),
+        ({"query": "x", "source_id": "nope"}, "Source query failed: 'nope' is not a source id"),
+    ],
+)
+async def test_a_source_query_without_a_query_is_an_error_for_the_model(arguments: dict[str, Any], text: str) -> None:
     app = FakeApp()
     _, agent, thread = await an_agent_and_thread(app)
-    outcome = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, {"query": "  "}, agent, thread)
-    assert (outcome.text, outcome.is_error) == ("Source query failed: query parameter is required", True)
+    outcome = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, arguments, agent, thread)
+    assert (outcome.text, outcome.is_error) == (text, True)
 
 
 # -- WebsiteContent, InternetSearch, RunCommand, CodeExecution ------------------------------------------------------

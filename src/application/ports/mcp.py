@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from domain.ids import IntegrationId, OrgId
-from domain.integrations import Transport
+from domain.integrations import AuthType, Transport
 from domain.mcp_prompts import PromptResult
 
 
@@ -24,6 +24,10 @@ class McpTarget:
     server: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     timeout_seconds: float = 30
+    auth_type: AuthType = AuthType.NONE
+    """With oauth and client_credentials the gateway obtains (and refreshes) the access token itself."""
+    oauth_client: tuple[str, str | None] | None = field(default=None, repr=False)
+    """The client id and secret the admin entered (oauth, client_credentials)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,12 +2,14 @@
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
+from enum import StrEnum
 from types import TracebackType
 from typing import Protocol, Self
 
 from domain.agents import Agent
 from domain.api_keys import ApiKey
+from domain.audit import AuditAction, AuditEvent
 from domain.ids import AgentId, ApiKeyId, IntegrationId, OrgId, RunId, SourceId, ThreadId
 from domain.integrations import McpIntegration
 from domain.messages import Message
@@ -15,14 +17,16 @@ from domain.organizations import Organization
 from domain.prompt_templates import PromptTemplate
 from domain.run_events import RunEvent
 from domain.runs import Run, RunStatus
-from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin
+from domain.sources import CreatedBy, Passage, Source, SourceKind, SourceOrigin
 from domain.threads import Thread
+from domain.usage import Usage
 
 
 class OrganizationRepository(Protocol):
     async def add(self, org: Organization) -> None: ...
     async def get(self, org_id: OrgId) -> Organization | None: ...
     async def get_by_slug(self, slug: str) -> Organization | None: ...
+    async def save_limits(self, org: Organization) -> None: ...
 
 
 class ApiKeyRepository(Protocol):
@@ -123,10 +127,56 @@ class SourceRepository(Protocol):
         limit: int,
         after: SourceId | None,
     ) -> Sequence[SourceSummary]: ...
-    async def readable(
-        self, org_id: OrgId, *, thread_id: ThreadId, agent_id: AgentId | None, limit: int
-    ) -> Sequence[Source]:
-        """Text and table sources of the thread and of the agent, newest first, with their content."""
+    async def find_by_hash(
+        self, org_id: OrgId, content_hash: str, *, thread_id: ThreadId | None, agent_id: AgentId | None
+    ) -> SourceSummary | None:
+        """The thread's (or the agent's) source with this content hash, if there is one."""
+        ...
+
+    async def delete(self, org_id: OrgId, source_id: SourceId) -> bool:
+        """Deletes the source and its passages; False when there was none."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchScope:
+    """Whose sources a search reads: a thread's and its agent's, or one agent's; maybe one source only."""
+
+    thread_id: ThreadId | None = None
+    agent_id: AgentId | None = None
+    source_id: SourceId | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassageHit:
+    """A passage a search found, best first, with the source it comes from."""
+
+    source_id: SourceId
+    source_name: str
+    passage: Passage
+    snippet: str
+    """The passage's words around the query's terms"""
+    score: float
+    """Higher is better; only comparable within one search"""
+
+
+class PassageRepository(Protocol):
+    async def replace(self, source: Source, passages: Sequence[Passage]) -> None:
+        """The source's passages become these (indexed for full-text search)."""
+        ...
+
+    async def list(self, org_id: OrgId, source_id: SourceId, *, limit: int, after: int | None) -> Sequence[Passage]:
+        """The source's passages in order, from the one after position `after`."""
+        ...
+
+    async def unindexed(self, *, limit: int, after: SourceId | None) -> Sequence[tuple[OrgId, SourceId]]:
+        """Sources with text or a table and no passages (stored before sources were indexed), by id, after
+        `after`; across organizations: for the operator's upgrade."""
+        ...
+
+    async def search(self, org_id: OrgId, scope: SearchScope, query: str, *, limit: int) -> Sequence[PassageHit]:
+        """Full-text search: the best passages for the query's words, in the organization's language.
+        Any text is a valid query (operators a user typed are words like the others)."""
         ...
 
 
@@ -200,6 +250,55 @@ class ArgumentValueRepository(Protocol):
     async def suggest(self, org_id: OrgId, template: str, argument: str, prefix: str, limit: int) -> Sequence[str]: ...
 
 
+class AuditEventRepository(Protocol):
+    """Append only: events are never changed or removed."""
+
+    async def add(self, event: AuditEvent) -> None: ...
+    async def list(
+        self,
+        org_id: OrgId,
+        *,
+        limit: int,
+        after: int | None,
+        action: AuditAction | None = None,
+        object_type: str | None = None,
+        object_id: str | None = None,
+    ) -> Sequence[AuditEvent]:
+        """Oldest first, after the event numbered `after`."""
+        ...
+
+
+class UsageGrouping(StrEnum):
+    """How usage is broken down: one line per day (UTC), per agent or per model."""
+
+    DAY = "day"
+    AGENT = "agent"
+    MODEL = "model"
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsageLine:
+    """What the model calls of one day, agent or model (or of all, for the totals) used."""
+
+    key: str
+    """The day (YYYY-MM-DD), the agent's id or the model's name; empty for the totals."""
+    usage: Usage
+    model_calls: int
+    tool_calls: int
+    runs: int
+
+
+class UsageRepository(Protocol):
+    """The usage ledger: a line per model call, written with the run's step (see RunRepository.save)."""
+
+    async def totals(
+        self, org_id: OrgId, *, first_day: date, last_day: date, group_by: UsageGrouping | None
+    ) -> Sequence[UsageLine]:
+        """The days first_day to last_day (UTC, both included), in one line per group in key order, or one line
+        for all of them when group_by is None."""
+        ...
+
+
 class UnitOfWork(Protocol):
     """One short transaction. Nothing is written unless `commit` is called before leaving.
 
@@ -214,10 +313,13 @@ class UnitOfWork(Protocol):
     messages: MessageRepository
     integrations: McpIntegrationRepository
     sources: SourceRepository
+    passages: PassageRepository
     runs: RunRepository
     run_events: RunEventRepository
     prompt_templates: PromptTemplateRepository
     argument_values: ArgumentValueRepository
+    audit_events: AuditEventRepository
+    usage: UsageRepository
 
     def read_only(self) -> "UnitOfWork":
         """A unit of work for reading only: it never waits for writers, and cannot commit."""

@@ -51,7 +51,15 @@ class RunTrace(Protocol):
         """A child of the run's root, e.g. a tool call (`mcp_prompt_retrieval`, `mcp_tool_call`, ...)."""
         ...
 
-    def generation(self, name: str, *, model: str, model_parameters: Mapping[str, Any], input: Any) -> TraceGeneration:
+    def generation(
+        self,
+        name: str,
+        *,
+        model: str,
+        model_parameters: Mapping[str, Any],
+        input: Any,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> TraceGeneration:
         """A child of the run's root for one model call."""
         ...
 

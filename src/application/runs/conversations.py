@@ -19,6 +19,7 @@ from application.errors import (
     ThreadNotFound,
 )
 from application.ports.execution import RunEventBus, RunExecutor
+from application.ports.limits import RunRateLimit
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from application.runs.create_run import check_client_tools
@@ -80,10 +81,16 @@ class Converse:
     thread of an earlier run with the new turns appended. The same idempotency key gives back the same run."""
 
     def __init__(
-        self, uow: UnitOfWork, clock: Clock, ids: IdGenerator, bus: RunEventBus, executor: RunExecutor
+        self,
+        uow: UnitOfWork,
+        clock: Clock,
+        ids: IdGenerator,
+        bus: RunEventBus,
+        executor: RunExecutor,
+        rate_limit: RunRateLimit | None = None,
     ) -> None:
         self._uow, self._clock, self._ids = uow, clock, ids
-        self._starter = RunStarter(uow, bus, executor)
+        self._starter = RunStarter(uow, bus, executor, rate_limit)
 
     async def execute(self, command: ConverseCommand) -> Conversing:
         if not command.turns:

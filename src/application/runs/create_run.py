@@ -12,6 +12,7 @@ from application.errors import (
     ThreadNotFound,
 )
 from application.ports.execution import RunEventBus, RunExecutor
+from application.ports.limits import RunRateLimit
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from application.runs.queueing import queue_run
@@ -48,10 +49,16 @@ class CreateRun:
     The same idempotency key within an organization gives back the same run."""
 
     def __init__(
-        self, uow: UnitOfWork, clock: Clock, ids: IdGenerator, bus: RunEventBus, executor: RunExecutor
+        self,
+        uow: UnitOfWork,
+        clock: Clock,
+        ids: IdGenerator,
+        bus: RunEventBus,
+        executor: RunExecutor,
+        rate_limit: RunRateLimit | None = None,
     ) -> None:
         self._uow, self._clock, self._ids = uow, clock, ids
-        self._starter = RunStarter(uow, bus, executor)
+        self._starter = RunStarter(uow, bus, executor, rate_limit)
 
     async def execute(self, command: CreateRunCommand) -> CreatedRun:
         if command.input is not None and not (1 <= len(command.input) <= INPUT_MAX):

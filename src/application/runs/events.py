@@ -7,21 +7,49 @@ from domain.ids import OrgId, RunId
 from domain.run_events import RunEvent, RunEventPayload, run_ended
 from domain.runs import Run
 
+UNSTORED_SEQS = 100_000
+"""How far past its last stored event a holder may number the events it publishes without storing them
+(text deltas, tool results before their step is stored); and so how far past the last stored event the
+numbering jumps when a run's events go on after a holder that may have published such events."""
+
 
 class RunEventStream:
     """Numbers one run's events in order. Events are stored in the unit of work that records what they
-    announce (text deltas are not stored: the message they build is), and published after commit."""
+    announce (text deltas are not stored: the message they build is), and published after commit.
+
+    The invariant: a seq a follower can see is never given to another event of the run, so a follower drops
+    nothing as a duplicate and `Last-Event-ID` resumes where it left off. Numbers are handed out one after
+    the other by whoever holds the run; unstored events take numbers too, so the stored events of a run have
+    gaps where its deltas were. A holder publishes unstored events only within UNSTORED_SEQS of its last
+    stored event (a longer run of deltas goes unpublished; the stored message still has all the text). So
+    whoever goes on with a run that was in progress, after a holder that may have stopped without a last
+    word (lost, or handed back; the database cannot tell that from a run resumed by its client's tool
+    results), starts UNSTORED_SEQS past the last stored event (`resume(..., past_unstored=True)`) and stores
+    an event there at once, before it publishes anything unstored: the next one to go on after it starts
+    past that one. Followers see a gap in the numbers there, never a number twice; `Last-Event-ID` with any
+    number a follower saw resumes after it.
+    """
 
     def __init__(self, org_id: OrgId, run_id: RunId, last_seq: int, bus: RunEventBus, clock: Clock) -> None:
         self._org_id, self._run_id = org_id, run_id
-        self._seq = last_seq
+        self._seq = self._stored = last_seq
         self._bus, self._clock = bus, clock
 
     @classmethod
     async def resume(
-        cls, uow: UnitOfWork, org_id: OrgId, run_id: RunId, bus: RunEventBus, clock: Clock
+        cls,
+        uow: UnitOfWork,
+        org_id: OrgId,
+        run_id: RunId,
+        bus: RunEventBus,
+        clock: Clock,
+        *,
+        past_unstored: bool = False,
     ) -> "RunEventStream":
-        return cls(org_id, run_id, await uow.run_events.last_seq(run_id), bus, clock)
+        """Numbering after the run's last stored event; with `past_unstored`, after any number a holder that
+        stopped without a last word may have published (the caller stores the next event at once)."""
+        last_seq = await uow.run_events.last_seq(run_id)
+        return cls(org_id, run_id, last_seq + UNSTORED_SEQS if past_unstored else last_seq, bus, clock)
 
     def make(self, payload: RunEventPayload) -> RunEvent:
         self._seq += 1
@@ -30,18 +58,24 @@ class RunEventStream:
     async def record(self, uow: UnitOfWork, payload: RunEventPayload) -> RunEvent:
         event = self.make(payload)
         await uow.run_events.add(event, self._org_id)
+        self._stored = event.seq
         return event
 
     async def publish(self, *events: RunEvent) -> None:
         for event in events:
+            if event.seq > self._stored + UNSTORED_SEQS:
+                continue  # unstored, and too far past the last stored event for a successor to step over
             await self._bus.publish(event)
 
 
-async def store_ending(uow: UnitOfWork, run: Run, bus: RunEventBus, clock: Clock) -> RunEvent:
+async def store_ending(
+    uow: UnitOfWork, run: Run, bus: RunEventBus, clock: Clock, *, after_holder: bool = False
+) -> RunEvent:
     """Inside the caller's unit of work: store a run that just ended (not by its own loop: cancelled while
-    it waited, interrupted by a stopped process) with the event that says so. The caller publishes it after
-    commit."""
-    events = await RunEventStream.resume(uow, run.org_id, run.id, bus, clock)
+    it waited, interrupted by a stopped process) with the event that says so. `after_holder`: the run was
+    in progress, and its holder may have published events it did not store. The caller publishes the event
+    after commit."""
+    events = await RunEventStream.resume(uow, run.org_id, run.id, bus, clock, past_unstored=after_holder)
     event = await events.record(uow, run_ended(run))
     await uow.runs.save(run)
     return event

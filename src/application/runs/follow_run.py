@@ -1,20 +1,25 @@
 """Following a run: its events so far, then live."""
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from application.caller import Caller
-from application.errors import (
-    RunNotFound,
-)
+from application.errors import RunNotFound, StorageUnavailable
 from application.ports.execution import RunEventBus, RunSubscription
 from application.ports.persistence import UnitOfWork
 from domain.ids import RunId
 from domain.run_events import RunEvent
 from domain.runs import Run, RunStatus
+
+StoredAfter = Callable[[int], Awaitable[Sequence[RunEvent]]]
+"""The run's stored events after a seq."""
+
+
+async def _nothing_stored(_after_seq: int) -> Sequence[RunEvent]:
+    return ()
 
 
 @dataclass
@@ -23,10 +28,14 @@ class RunFollower:
     subscription: RunSubscription
     settled: bool
     """True when the run had ended (or was waiting) as the follower arrived: the history is all there is."""
+    stored_after: StoredAfter = _nothing_stored
+    """Read at each heartbeat: a stored event the bus never delivered (published while this process's link
+    to the other processes was down) still reaches the follower, at the latest one heartbeat later."""
 
     async def events(self, heartbeat: float, until: asyncio.Event | None = None) -> AsyncIterator[RunEvent | None]:
-        """The history, then live events (None after `heartbeat` seconds of silence) until one ends it, or
-        until `until` is set (the process is stopping: the follower comes back with Last-Event-ID)."""
+        """The history, then live events (None after `heartbeat` seconds of silence, once what storage has
+        since then is given) until one ends it, or until `until` is set (the process is stopping: the
+        follower comes back with Last-Event-ID). Each event once, in order of seq."""
         last = 0
         for past in self.history:
             last = max(last, past.seq)
@@ -38,8 +47,16 @@ class RunFollower:
             while not stopping.done():
                 event = await self._next(heartbeat, stopping)
                 if event is None:
-                    if not stopping.done():
-                        yield None
+                    if stopping.done():
+                        continue
+                    for missed in await self._stored_after(last):
+                        if missed.seq <= last:
+                            continue
+                        last = missed.seq
+                        yield missed
+                        if missed.type.ends_stream:
+                            return
+                    yield None
                     continue
                 if event.seq <= last:
                     continue
@@ -49,6 +66,12 @@ class RunFollower:
                     return
         finally:
             stopping.cancel()
+
+    async def _stored_after(self, seq: int) -> Sequence[RunEvent]:
+        try:
+            return await self.stored_after(seq)
+        except StorageUnavailable:
+            return ()  # the live events go on; storage is read again at the next heartbeat
 
     async def _next(self, heartbeat: float, stopping: "asyncio.Future[Any]") -> RunEvent | None:
         """The next live event, or None after `heartbeat` seconds of silence or once stopping."""
@@ -76,10 +99,17 @@ class FollowRun:
         caller has just created; while the bus holds every event of it so far, storage is not read again."""
         stack = AsyncExitStack()
         subscription = await stack.enter_async_context(self._bus.subscribe(run_id))
+
+        async def stored_after(seq: int) -> Sequence[RunEvent]:
+            async with self._uow.read_only() as uow:
+                return await uow.run_events.list(caller.org_id, run_id, after_seq=seq)
+
         if created is not None and created.id == run_id and created.org_id == caller.org_id:
             held = [e for e in [*subscription.backlog, *subscription.received()] if e.seq > after_seq]
             if _unbroken(held, after_seq):
-                follower = RunFollower(history=held, subscription=subscription, settled=False)
+                follower = RunFollower(
+                    history=held, subscription=subscription, settled=False, stored_after=stored_after
+                )
                 return _holding(follower, stack)
         try:
             async with self._uow.read_only() as uow:
@@ -93,7 +123,8 @@ class FollowRun:
         held = [e for e in [*subscription.backlog, *subscription.received()] if e.seq > after_seq]
         history = _merged(stored, held)
         settled = run.status.is_terminal or run.status is RunStatus.REQUIRES_ACTION
-        return _holding(RunFollower(history=history, subscription=subscription, settled=settled), stack)
+        follower = RunFollower(history=history, subscription=subscription, settled=settled, stored_after=stored_after)
+        return _holding(follower, stack)
 
 
 def _unbroken(held: Sequence[RunEvent], after_seq: int) -> bool:

@@ -9,9 +9,12 @@ from application.errors import ModelError
 from application.ports.llm import LanguageModel, ModelRequest, ModelResponse
 from application.ports.system import Clock, IdGenerator
 from application.ports.tracing import Level
+from application.runs.context_window import ContextFit, fit_context
 from application.runs.step import RunState
+from domain.agents import Agent
 from domain.ids import MessageId
 from domain.messages import Message
+from domain.model_catalog import DEFAULT_CONTEXT_TOKENS, answer_tokens, context_tokens
 from domain.run_events import MessageDelta
 
 TRACE_MESSAGES = 20
@@ -26,6 +29,8 @@ class ModelAnswer:
     response: ModelResponse
     started_at: datetime
     completed_at: datetime
+    context: ContextFit | None = None
+    """How the thread was fitted into the model's context window (what the request left out)."""
 
 
 def _trace_input(history: Sequence[Message]) -> list[dict[str, Any]]:
@@ -37,20 +42,47 @@ def _instructions(agent: str, run: str | None) -> str:
     return "\n\n".join(part for part in (agent.strip(), (run or "").strip()) if part)
 
 
+def _context_metadata(fit: ContextFit) -> dict[str, Any]:
+    return {
+        "context": {
+            "messages_sent": len(fit.messages),
+            "messages_dropped": fit.messages_dropped,
+            "tool_results_cut": fit.tool_results_cut,
+            "estimated_tokens": fit.estimated_tokens,
+            "budget_tokens": fit.budget_tokens,
+        }
+    }
+
+
 class ModelCall:
-    def __init__(self, llm: LanguageModel, ids: IdGenerator, clock: Clock) -> None:
+    def __init__(
+        self, llm: LanguageModel, ids: IdGenerator, clock: Clock, default_context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    ) -> None:
         self._llm, self._ids, self._clock = llm, ids, clock
+        self._default_context_tokens = default_context_tokens
+
+    def _budget(self, agent: Agent) -> int:
+        """The tokens a request may take: the model's context window less the room kept for its answer."""
+        settings = agent.model_settings
+        window = context_tokens(agent.model, override=settings.context_tokens, default=self._default_context_tokens)
+        return window - answer_tokens(window, settings.max_tokens)
 
     async def __call__(self, state: RunState) -> ModelAnswer:
         """The model's answer to the thread so far. Raises ModelError when the model cannot answer."""
         agent, events = state.agent, state.events
         message_id = MessageId(self._ids.new())
         started = self._clock.now()
+        instructions = _instructions(agent.instructions, state.run.instructions)
+        tools = state.tools.definitions()
+        fit = fit_context(
+            instructions=instructions, tools=tools, history=state.history, budget_tokens=self._budget(agent)
+        )
         generation = state.trace.generation(
             f"step {state.run.step_count + 1}",
             model=agent.model,
-            model_parameters=agent.model_settings.as_dict(),
-            input=_trace_input(state.history),
+            model_parameters=agent.model_settings.sampling().as_dict(),
+            input=_trace_input(fit.messages),
+            metadata=_context_metadata(fit),
         )
 
         async def on_text(delta: str) -> None:
@@ -58,10 +90,10 @@ class ModelCall:
 
         request = ModelRequest(
             model=agent.model,
-            instructions=_instructions(agent.instructions, state.run.instructions),
-            messages=tuple(state.history),
-            tools=state.tools.definitions(),
-            settings=agent.model_settings,
+            instructions=instructions,
+            messages=fit.messages,
+            tools=tools,
+            settings=agent.model_settings.sampling(),
             parallel_tool_calls=agent.parallel_tool_calls,
         )
         try:
@@ -77,4 +109,6 @@ class ModelCall:
             usage=response.usage,
             model=response.model or agent.model,
         )
-        return ModelAnswer(message_id=message_id, response=response, started_at=started, completed_at=self._clock.now())
+        return ModelAnswer(
+            message_id=message_id, response=response, started_at=started, completed_at=self._clock.now(), context=fit
+        )

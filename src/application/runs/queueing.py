@@ -2,6 +2,7 @@
 
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
+from application.request_context import current_request_id
 from domain.agents import Agent
 from domain.ids import MessageId, RunId, ThreadId
 from domain.messages import MessageRole, TextContent
@@ -37,6 +38,7 @@ async def queue_run(
         request_digest=request_digest,
         parent_run_id=parent_run_id,
         instructions=instructions,
+        request_id=current_request_id.get(),
         created_at=now,
         updated_at=now,
     )

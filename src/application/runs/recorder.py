@@ -14,7 +14,9 @@ After each write, the durable state of a run is:
   memory may be ahead of it).
 So an in_progress run whose thread ends with an answer that has tool calls was stopped while those calls
 were in flight: `begin` fails it as worker_lost (the calls may have had effects); any other in_progress run
-goes on with a model call (a worker that takes over a run another one lost resumes it there).
+goes on with a model call (a worker that takes over a run another one lost resumes it there). A resumed run
+announces run.in_progress again, its events numbered past any its previous holder published without storing
+them (see RunEventStream).
 
 `begin` claims the run (its lease is bumped), and every later write stores the run first, on the condition
 that its lease is still the one claimed: a process whose run was taken over meanwhile gets LeaseLost and
@@ -30,15 +32,22 @@ from application.ports.execution import RunEventBus
 from application.ports.llm import ModelToolCall
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
-from application.runs.events import RunEventStream, store_ending
+from application.runs.events import RunEventStream
 from application.runs.model_call import ModelAnswer
 from application.runs.step import RunState, StepOutcome
 from application.runs.tools.calls import StepResults
 from domain.agents import Agent
 from domain.ids import MessageId, OrgId, RunId
 from domain.messages import ContentPart, Message, MessageRole, TextContent, ToolResultContent, ToolUseContent
-from domain.run_events import RunEventPayload, RunInProgress, RunRequiresAction, ToolCallStarted, run_ended
-from domain.runs import Run, RunErrorCode, RunStatus, RunStep, StepToolCall
+from domain.run_events import (
+    ContextTrimmed,
+    RunEventPayload,
+    RunInProgress,
+    RunRequiresAction,
+    ToolCallStarted,
+    run_ended,
+)
+from domain.runs import Run, RunErrorCode, RunStatus, RunStep, StepContext, StepToolCall
 
 HISTORY_LIMIT = 10_000
 """The most messages of its thread a run reads."""
@@ -69,7 +78,9 @@ class RunRecorder:
 
     async def begin(self, org_id: OrgId, run_id: RunId) -> Began | Run:
         """Start a queued run (a resumed one is in_progress already) and read what its loop needs; or, when
-        there is nothing to execute, the run as it is."""
+        there is nothing to execute, the run as it is. A resumed run may have had a holder that stopped
+        without a last word (lost, or handed back): its events go on past any that holder published without
+        storing them, from a run.in_progress event stored at once (see RunEventStream)."""
         async with self._uow as uow:
             run = await uow.runs.claim(org_id, run_id)
             if run is None:
@@ -77,7 +88,10 @@ class RunRecorder:
             if run.status not in (RunStatus.QUEUED, RunStatus.IN_PROGRESS):
                 run.lease -= 1  # nothing to execute: not claimed after all (nothing is committed)
                 return run
-            events = await RunEventStream.resume(uow, org_id, run_id, self._bus, self._clock)
+            after_holder = run.status is RunStatus.IN_PROGRESS
+            events = await RunEventStream.resume(
+                uow, org_id, run_id, self._bus, self._clock, past_unstored=after_holder
+            )
             agent = await uow.agents.get(org_id, run.agent_id)
             payload = self._starting(run, agent)
             history: Sequence[Message] = ()
@@ -87,6 +101,8 @@ class RunRecorder:
                 # Whoever executed it stopped during its tool calls: they may have had effects, so not again.
                 run.fail(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
                 payload = run_ended(run)
+            elif payload is None and after_holder:
+                payload = RunInProgress.of(run)  # stored at once: the next taker numbers past it
             recorded = [await events.record(uow, payload)] if payload else []
             await uow.runs.save(run)
             await uow.commit()
@@ -125,6 +141,7 @@ class RunRecorder:
                 outcome, payloads = StepOutcome.FINISHED, [run_ended(run, response.text)]
             else:
                 outcome, payloads = StepOutcome.CONTINUE, [_started(state, c) for c in response.tool_calls]
+            payloads = [*_trimmed(step, answer), *payloads]
             await uow.runs.save(run)  # first: refused if the run was taken over, before anything else is written
             message = await self._append(uow, run, MessageRole.ASSISTANT, _answer_content(answer), answer.message_id)
             recorded = [await state.events.record(uow, p) for p in payloads]
@@ -147,6 +164,7 @@ class RunRecorder:
                 StepToolCall(id=c.id, name=c.name, type=tools.type_of(c.name), pending=tools.waits_for_client(c.name))
                 for c in response.tool_calls
             ),
+            context=_step_context(answer),
         )
 
     async def record_tool_results(
@@ -195,11 +213,13 @@ class RunRecorder:
                 stored.trace_id = stored.trace_id or run.trace_id
                 stored.warnings = stored.warnings or run.warnings
                 stored.fail(code, message, self._clock.now())
-                ended = await store_ending(uow, stored, self._bus, self._clock)
+                # Numbered by this holder's own stream: past the unstored events it published.
+                ended = await state.events.record(uow, run_ended(stored))
+                await uow.runs.save(stored)
                 await uow.commit()
         state.run = stored
         if ended is not None:
-            await self._bus.publish(ended)
+            await state.events.publish(ended)
         return StepOutcome.FAILED
 
     async def stored(self, run: Run) -> Run:
@@ -247,6 +267,35 @@ def _answer_content(answer: ModelAnswer) -> tuple[ContentPart, ...]:
     text: list[ContentPart] = [TextContent(text=response.text)] if response.text or not response.tool_calls else []
     calls = [ToolUseContent(id=c.id, name=c.name, params=dict(c.arguments)) for c in response.tool_calls]
     return (*text, *calls)
+
+
+def _step_context(answer: ModelAnswer) -> StepContext | None:
+    fit = answer.context
+    if fit is None:
+        return None
+    return StepContext(
+        messages_sent=len(fit.messages),
+        messages_dropped=fit.messages_dropped,
+        tool_results_cut=fit.tool_results_cut,
+        estimated_tokens=fit.estimated_tokens,
+        budget_tokens=fit.budget_tokens,
+    )
+
+
+def _trimmed(step: RunStep, answer: ModelAnswer) -> list[ContextTrimmed]:
+    """The event saying what the step's request left out of the thread, if anything."""
+    fit = answer.context
+    if fit is None or not fit.trimmed:
+        return []
+    return [
+        ContextTrimmed(
+            step=step.number,
+            messages_dropped=fit.messages_dropped,
+            tool_results_cut=fit.tool_results_cut,
+            estimated_tokens=fit.estimated_tokens,
+            budget_tokens=fit.budget_tokens,
+        )
+    ]
 
 
 def _started(state: RunState, call: ModelToolCall) -> ToolCallStarted:

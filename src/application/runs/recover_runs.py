@@ -43,6 +43,6 @@ class RecoverRuns:
             if run is None or run.status is not RunStatus.IN_PROGRESS:
                 return None
             run.interrupt(self._clock.now())
-            event = await store_ending(uow, run, self._bus, self._clock)
+            event = await store_ending(uow, run, self._bus, self._clock, after_holder=True)
             await uow.commit()
         return event

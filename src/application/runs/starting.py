@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 
 from application.errors import IdempotencyConflict, IdempotencyKeyReused
 from application.ports.execution import RunEventBus, RunExecutor
+from application.ports.limits import NoRunRateLimit, RunRateLimit
 from application.ports.persistence import UnitOfWork
 from domain.ids import OrgId, ThreadId
 from domain.run_events import RunEvent
@@ -16,8 +17,11 @@ Queue = Callable[[], Awaitable["tuple[Run, RunEvent] | Run"]]
 
 
 class RunStarter:
-    def __init__(self, uow: UnitOfWork, bus: RunEventBus, executor: RunExecutor) -> None:
+    def __init__(
+        self, uow: UnitOfWork, bus: RunEventBus, executor: RunExecutor, rate_limit: RunRateLimit | None = None
+    ) -> None:
         self._uow, self._bus, self._executor = uow, bus, executor
+        self._rate_limit = rate_limit or NoRunRateLimit()
 
     async def start(
         self,
@@ -32,6 +36,7 @@ class RunStarter:
         existing = await self._by_key(org_id, idempotency_key)
         if existing is not None:
             return _replayed(existing, idempotency_key, digest, thread_id), False
+        await self._rate_limit.take(org_id)  # a replay above is not a new run
         try:
             queued = await queue()
         except IdempotencyConflict:

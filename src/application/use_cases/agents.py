@@ -1,6 +1,7 @@
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from application.audit import agent_fields, record_admin_action
 from application.caller import Caller
 from application.errors import AgentNotFound, InvalidReference
 from application.pagination import Page, PageRequest, decode_id_cursor, page_of
@@ -9,6 +10,7 @@ from application.ports.system import Clock, IdGenerator
 from application.ports.template_files import AgentFile, AgentFiles
 from application.slugs import create_with_slug
 from domain.agents import DEFAULT_MAX_STEPS, Agent, AgentChanges, ModelSettings
+from domain.audit import AuditAction, changes_between, created, deleted
 from domain.ids import AgentId, IntegrationId
 from domain.native_tools import ToolRef
 
@@ -73,6 +75,9 @@ class CreateAgent:
         async with self._uow as uow:
             await _check_links(uow, command.caller, agent)
             await uow.agents.add(agent)
+            await record_admin_action(
+                uow, command.caller, AuditAction.AGENT_CREATED, agent.id, created(agent_fields(agent)), at=now
+            )
             await uow.commit()
         return agent
 
@@ -116,9 +121,12 @@ class UpdateAgent:
             agent = await uow.agents.get(command.caller.org_id, command.agent_id)
             if agent is None:
                 raise AgentNotFound(f"agent {command.agent_id} not found")
-            agent.apply(command.changes, self._clock.now())
+            before, now = agent_fields(agent), self._clock.now()
+            agent.apply(command.changes, now)
             await _check_links(uow, command.caller, agent)
             await uow.agents.save(agent)
+            changes = changes_between(before, agent_fields(agent))
+            await record_admin_action(uow, command.caller, AuditAction.AGENT_UPDATED, agent.id, changes, at=now)
             await uow.commit()
         return agent
 
@@ -131,13 +139,16 @@ class DeleteAgent:
 
     async def execute(self, caller: Caller, agent_id: AgentId) -> None:
         async with self._uow as uow:
-            if await uow.agents.get(caller.org_id, agent_id) is None:
+            agent = await uow.agents.get(caller.org_id, agent_id)
+            if agent is None:
                 raise AgentNotFound(f"agent {agent_id} not found")
             now = self._clock.now()
             for other in await uow.agents.referencing_sub_agent(caller.org_id, agent_id):
                 if other.forget_sub_agent(agent_id, now):
                     await uow.agents.save(other)
             await uow.agents.delete(caller.org_id, agent_id)
+            changes = deleted(agent_fields(agent))
+            await record_admin_action(uow, caller, AuditAction.AGENT_DELETED, agent_id, changes, at=now)
             await uow.commit()
 
 

@@ -2,16 +2,19 @@
 
 from dataclasses import dataclass, field
 
+from application.audit import integration_fields, record_admin_action
 from application.caller import Caller
 from application.errors import InvalidReference, McpServerError
 from application.mcp_access import load_integration, target_of
 from application.pagination import Page, PageRequest, decode_id_cursor, page_of
 from application.ports.mcp import McpGateway, McpServerInfo, OperatorServers
+from application.ports.oauth import OAuthGrants
 from application.ports.outbound import OutboundPolicy
 from application.ports.persistence import UnitOfWork
 from application.ports.security import SecretBox
 from application.ports.system import Clock, IdGenerator
 from application.slugs import create_with_slug
+from domain.audit import REDACTED, AuditAction, FieldChange, changes_between, created, deleted
 from domain.errors import InvalidValue
 from domain.ids import IntegrationId
 from domain.integrations import (
@@ -108,6 +111,10 @@ class CreateMcpIntegration:
         await _check_reachability(integration, self._outbound, self._servers)
         async with self._uow as uow:
             await uow.integrations.add(integration)
+            changes = created(integration_fields(integration))
+            await record_admin_action(
+                uow, command.caller, AuditAction.INTEGRATION_CREATED, integration.id, changes, at=now
+            )
             await uow.commit()
         return integration
 
@@ -168,13 +175,36 @@ class UpdateMcpIntegration:
         async with self._uow as uow:
             integration = await load_integration(uow, command.caller.org_id, command.integration_id)
             before = (integration.transport, integration.url, integration.server)
-            integration.apply(changes, self._clock.now())
+            fields_before, now = integration_fields(integration), self._clock.now()
+            integration.apply(changes, now)
             if (integration.transport, integration.url, integration.server) != before:
                 await _check_reachability(integration, self._outbound, self._servers)
             await uow.integrations.save(integration)
+            action, audited = _update_event(fields_before, integration_fields(integration), changes)
+            await record_admin_action(uow, command.caller, action, integration.id, audited, at=now)
             await uow.commit()
         await self._gateway.forget(integration.id)
         return integration
+
+
+def _update_event(
+    before: dict[str, object], after: dict[str, object], changes: IntegrationChanges
+) -> tuple[AuditAction, tuple[FieldChange, ...]]:
+    """What a change of an integration is called in the audit log, and its fields."""
+    audited = changes_between(before, after)
+    if changes.credentials is not None and not any(c.field == "credentials" for c in audited):
+        # Replaced by another secret: the value is never shown, but that it changed is.
+        audited = (*audited, FieldChange(field="credentials", old=REDACTED, new=REDACTED))
+    fields = {c.field for c in audited}
+    if fields == {"enabled"} or (not fields and changes.enabled is not None):  # enabling an enabled one too
+        return (AuditAction.INTEGRATION_ENABLED if after["enabled"] else AuditAction.INTEGRATION_DISABLED), audited
+    if fields == {"credentials"}:
+        return AuditAction.INTEGRATION_CREDENTIALS_CHANGED, audited
+    return AuditAction.INTEGRATION_UPDATED, audited
+
+
+def _status_fields(integration: McpIntegration) -> dict[str, object]:
+    return {"connection_status": integration.connection_status.value, "last_error": integration.last_error}
 
 
 class DeleteMcpIntegration:
@@ -186,12 +216,14 @@ class DeleteMcpIntegration:
     async def execute(self, caller: Caller, integration_id: IntegrationId) -> None:
         caller.require_admin("delete MCP integrations")
         async with self._uow as uow:
-            await load_integration(uow, caller.org_id, integration_id)
+            integration = await load_integration(uow, caller.org_id, integration_id)
             now = self._clock.now()
             for agent in await uow.agents.using_integration(caller.org_id, integration_id):
                 if agent.forget_integration(integration_id, now):
                     await uow.agents.save(agent)
             await uow.integrations.delete(caller.org_id, integration_id)
+            changes = deleted(integration_fields(integration))
+            await record_admin_action(uow, caller, AuditAction.INTEGRATION_DELETED, integration_id, changes, at=now)
             await uow.commit()
         await self._gateway.forget(integration_id)
 
@@ -224,18 +256,23 @@ class TestMcpIntegration:
             error = failure
         async with self._uow as uow:
             current = await load_integration(uow, caller.org_id, integration_id)
+            now = self._clock.now()
+            status_before = _status_fields(current)
             if current.updated_at == integration.updated_at:  # not changed meanwhile
-                current.record_check(self._clock.now(), error.detail if error else None)
+                current.record_check(now, error.detail if error else None)
                 await uow.integrations.save(current)
-                await uow.commit()
+            changes = changes_between(status_before, _status_fields(current))
+            await record_admin_action(uow, caller, AuditAction.INTEGRATION_TESTED, integration_id, changes, at=now)
+            await uow.commit()
         return ConnectionTest(integration=current, server=server, error=error)
 
 
 class RotateCredentialEncryption:
-    """Re-encrypts every stored credential with the current secret key (the operator's command)."""
+    """Re-encrypts every stored credential with the current secret key (the operator's command), the OAuth
+    grants' tokens and registrations included."""
 
-    def __init__(self, uow: UnitOfWork, secrets: SecretBox) -> None:
-        self._uow, self._secrets = uow, secrets
+    def __init__(self, uow: UnitOfWork, secrets: SecretBox, grants: OAuthGrants | None = None) -> None:
+        self._uow, self._secrets, self._grants = uow, secrets, grants
 
     async def execute(self) -> int:
         async with self._uow as uow:
@@ -243,4 +280,5 @@ class RotateCredentialEncryption:
             for org_id, integration_id, ciphertext in sealed:
                 await uow.integrations.replace_ciphertext(org_id, integration_id, self._secrets.rotate(ciphertext))
             await uow.commit()
-        return len(sealed)
+        grants = await self._grants.reseal(self._secrets.rotate) if self._grants is not None else 0
+        return len(sealed) + grants

@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from application.errors import InvalidReference, McpError, McpPromptNotFound, McpToolNotFound
-from application.mcp_access import load_enabled_integration, target_of
+from application.errors import InvalidReference, McpError, McpIntegrationDisabled, McpPromptNotFound, McpToolNotFound
+from application.loaded_integrations import LoadedIntegrations
+from application.mcp_access import load_enabled_integration, load_integration, target_of
 from application.ports.mcp import (
     McpContentPart,
     McpGateway,
@@ -22,8 +23,9 @@ from application.ports.security import SecretBox
 from application.ports.system import Clock, IdGenerator
 from domain.errors import InvalidValue
 from domain.ids import AgentId, IntegrationId, OrgId, SourceId, ThreadId
+from domain.integrations import McpIntegration
 from domain.mcp_prompts import PromptResult
-from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin, table_from_rows
+from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin, passages_of, table_from_rows
 
 CSV_MIME_TYPES = frozenset({"text/csv", "application/csv", "text/comma-separated-values"})
 
@@ -61,13 +63,30 @@ def text_for_model(result: McpToolResult) -> str:
     return "\n".join(pieces)
 
 
+async def _enabled_integration(
+    uow: UnitOfWork, loaded: LoadedIntegrations, org_id: OrgId, integration_id: IntegrationId
+) -> McpIntegration:
+    """The integration as a run's tool assembly (or an earlier call) read it, unless it changed since; else read."""
+    integration = loaded.get(org_id, integration_id)
+    if integration is None:
+        as_of = loaded.version()
+        async with uow.read_only() as transaction:
+            integration = await load_integration(transaction, org_id, integration_id)
+        loaded.remember([integration], as_of=as_of)
+    if not integration.enabled:
+        raise McpIntegrationDisabled(f"MCP integration {integration.slug!r} is disabled")
+    return integration
+
+
 class ExecuteMcpTool:
-    def __init__(self, uow: UnitOfWork, secrets: SecretBox, gateway: McpGateway) -> None:
+    def __init__(
+        self, uow: UnitOfWork, secrets: SecretBox, gateway: McpGateway, loaded: LoadedIntegrations | None = None
+    ) -> None:
         self._uow, self._secrets, self._gateway = uow, secrets, gateway
+        self._loaded = loaded if loaded is not None else LoadedIntegrations.none()
 
     async def execute(self, command: ExecuteMcpToolCommand) -> McpToolOutcome:
-        async with self._uow.read_only() as uow:
-            integration = await load_enabled_integration(uow, command.org_id, command.integration_id)
+        integration = await _enabled_integration(self._uow, self._loaded, command.org_id, command.integration_id)
         target = target_of(integration, self._secrets)
         tools = await self._gateway.list_tools(target)
         if not any(t.name == command.tool_name for t in tools) or not integration.tool_filter.allows(command.tool_name):
@@ -92,12 +111,14 @@ class GetMcpPromptQuery:
 class GetMcpPrompt:
     """Checks, in this order: the integration is the caller's, it is enabled; then asks the server."""
 
-    def __init__(self, uow: UnitOfWork, secrets: SecretBox, gateway: McpGateway) -> None:
+    def __init__(
+        self, uow: UnitOfWork, secrets: SecretBox, gateway: McpGateway, loaded: LoadedIntegrations | None = None
+    ) -> None:
         self._uow, self._secrets, self._gateway = uow, secrets, gateway
+        self._loaded = loaded if loaded is not None else LoadedIntegrations.none()
 
     async def execute(self, query: GetMcpPromptQuery) -> PromptResult:
-        async with self._uow.read_only() as uow:
-            integration = await load_enabled_integration(uow, query.org_id, query.integration_id)
+        integration = await _enabled_integration(self._uow, self._loaded, query.org_id, query.integration_id)
         target = target_of(integration, self._secrets)
         prompts = await self._gateway.list_prompts(target)
         if not any(p.name == query.prompt_name for p in prompts):
@@ -183,6 +204,7 @@ class RetrieveMcpResource:
             await self._check_owner(uow, command)  # the thread or agent may have gone meanwhile
             for source in sources:
                 await uow.sources.add(source)
+                await uow.passages.replace(source, passages_of(source))
             await uow.commit()
         preview = "\n\n".join(f"{s.name}: {s.preview()}" for s in sources) or "(the resource is empty)"
         return ImportedResource(sources=sources, preview=preview)

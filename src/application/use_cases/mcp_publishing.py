@@ -8,6 +8,7 @@ from typing import Any
 
 from application.caller import Caller
 from application.errors import PublishedNotFound
+from application.ports.limits import NoRunRateLimit, RateLimited, RunRateLimit
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock
 from application.ports.template_files import TemplateFiles
@@ -157,10 +158,17 @@ class CallPublishedTool:
     """A published agent answers `input`; a template is rendered and answered by its agent. Either way
     as a real run in a fresh thread. Failures are answers with is_error, not exceptions."""
 
-    def __init__(self, uow: UnitOfWork, clock: Clock, files: TemplateFiles, ask: AskAgent) -> None:
+    def __init__(
+        self, uow: UnitOfWork, clock: Clock, files: TemplateFiles, ask: AskAgent, rate_limit: RunRateLimit | None = None
+    ) -> None:
         self._uow, self._clock, self._files, self._ask = uow, clock, files, ask
+        self._rate_limit = rate_limit or NoRunRateLimit()
 
     async def execute(self, call: ToolCall) -> ToolAnswer:
+        try:
+            await self._rate_limit.take(call.caller.org_id)  # each call is a run of the organization
+        except RateLimited as error:
+            return ToolAnswer(text=f"{error.detail} (retry after {error.retry_after_seconds} s)", is_error=True)
         async with self._uow.read_only() as uow:
             catalog = await published(uow, self._files, call.caller)
             agent = next((a for a in catalog.agents if a.slug == call.name), None)

@@ -1,11 +1,13 @@
 from dataclasses import dataclass
 
+from application.audit import record_admin_action
 from application.caller import Caller
 from application.errors import OrganizationNotFound, SlugTaken
 from application.ports.persistence import UnitOfWork
 from application.ports.security import KeyHasher
 from application.ports.system import Clock, IdGenerator
 from domain.api_keys import ApiKey, Role
+from domain.audit import AuditAction, changes_between
 from domain.ids import ApiKeyId, OrgId
 from domain.organizations import ORG_NAME_MAX, Organization
 from domain.text import require_name, slugify
@@ -89,3 +91,38 @@ class GetMe:
         if org is None:
             raise OrganizationNotFound("the organization no longer exists")
         return Me(organization=org, api_key=key, role=caller.role)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetOrganizationLimitsCommand:
+    slug: str
+    max_concurrent_runs: int | None
+    runs_per_minute: int | None
+
+
+class SetOrganizationLimits:
+    """The operator gives an organization limits of its own (None: the deployment's); the audit log tells."""
+
+    def __init__(self, uow: UnitOfWork, clock: Clock) -> None:
+        self._uow, self._clock = uow, clock
+
+    async def execute(self, command: SetOrganizationLimitsCommand) -> Organization:
+        async with self._uow as uow:
+            org = await uow.organizations.get_by_slug(command.slug)
+            if org is None:
+                raise OrganizationNotFound(f"no organization with slug {command.slug!r}")
+            before = _limits(org)
+            org.set_limits(max_concurrent_runs=command.max_concurrent_runs, runs_per_minute=command.runs_per_minute)
+            changes = changes_between(before, _limits(org))
+            if changes:
+                await uow.organizations.save_limits(org)
+                operator = Caller.operator(org.id)
+                await record_admin_action(
+                    uow, operator, AuditAction.LIMITS_CHANGED, org.id, changes, at=self._clock.now()
+                )
+                await uow.commit()
+        return org
+
+
+def _limits(org: Organization) -> dict[str, int | None]:
+    return {"max_concurrent_runs": org.max_concurrent_runs, "runs_per_minute": org.runs_per_minute}

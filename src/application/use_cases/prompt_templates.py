@@ -3,11 +3,13 @@
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from application.audit import record_admin_action, template_fields
 from application.caller import Caller
 from application.errors import Conflict, InvalidReference, PromptTemplateNotFound
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock
 from application.ports.template_files import TemplateFiles
+from domain.audit import AuditAction, changes_between, created, deleted
 from domain.ids import AgentId, OrgId
 from domain.mcp_prompts import PromptMessage
 from domain.prompt_templates import ArgumentValue, PromptTemplate, TemplateArgument, TemplateMessage
@@ -96,6 +98,10 @@ class CreatePromptTemplate:
                 raise InvalidReference(f"agent {command.agent_id} not found")
             await _check_names(uow, self._files, template, command.caller.org_id, None)
             await uow.prompt_templates.add(template)
+            changes = created(template_fields(template))
+            await record_admin_action(
+                uow, command.caller, AuditAction.PROMPT_TEMPLATE_CREATED, template.name, changes, at=now
+            )
             await uow.commit()
         return template
 
@@ -125,27 +131,35 @@ class UpdatePromptTemplate:
             for key in ("messages", "arguments"):
                 if key in updates:
                     updates[key] = tuple(updates[key])
-            template = replace(current, **updates, updated_at=self._clock.now())
+            now = self._clock.now()
+            template = replace(current, **updates, updated_at=now)
             if changes.agent_id is not None and await uow.agents.get(caller.org_id, changes.agent_id) is None:
                 raise InvalidReference(f"agent {changes.agent_id} not found")
             await _check_names(uow, self._files, template, caller.org_id, name)
             await uow.prompt_templates.save(template, previous_name=name)
+            audited = changes_between(template_fields(current), template_fields(template))
+            await record_admin_action(uow, caller, AuditAction.PROMPT_TEMPLATE_UPDATED, template.name, audited, at=now)
             await uow.commit()
         return template
 
 
 class DeletePromptTemplate:
-    def __init__(self, uow: UnitOfWork, files: TemplateFiles) -> None:
-        self._uow, self._files = uow, files
+    def __init__(self, uow: UnitOfWork, clock: Clock, files: TemplateFiles) -> None:
+        self._uow, self._clock, self._files = uow, clock, files
 
     async def execute(self, caller: Caller, name: str) -> None:
         caller.require_admin("manage prompt templates")
         async with self._uow as uow:
-            if await uow.prompt_templates.get(caller.org_id, name) is None:
+            current = await uow.prompt_templates.get(caller.org_id, name)
+            if current is None:
                 if any(f.template.name == name for f in await self._files.for_org(caller.org_id)):
                     raise Conflict(f"template {name!r} comes from the prompts directory: delete its file")
                 raise PromptTemplateNotFound(f"prompt template {name!r} not found")
             await uow.prompt_templates.delete(caller.org_id, name)
+            changes = deleted(template_fields(current))
+            await record_admin_action(
+                uow, caller, AuditAction.PROMPT_TEMPLATE_DELETED, name, changes, at=self._clock.now()
+            )
             await uow.commit()
 
 

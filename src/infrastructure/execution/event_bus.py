@@ -58,6 +58,14 @@ class InMemoryRunEventBus:
             follower.put_nowait(event)
         self._forget_ended()
 
+    def followed(self) -> dict[RunId, int]:
+        """The runs someone follows, each with the highest seq this bus has of it (0: none)."""
+        return {
+            run_id: max((e.seq for e in channel.backlog), default=0)
+            for run_id, channel in self._channels.items()
+            if channel.followers
+        }
+
     @contextlib.asynccontextmanager
     async def subscribe(self, run_id: RunId) -> AsyncIterator[_Subscription]:
         channel = self._channels.setdefault(run_id, _Channel())

@@ -1,9 +1,11 @@
-"""Runs executed as tasks of the API process, with a bound on how many run at once."""
+"""Runs executed as tasks of the API process, with a bound on how many run at once, and on how many of one
+organization's do (fair share: the rest wait queued, while other organizations' runs start at once)."""
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from application.errors import StorageUnavailable
 from application.ports.execution import INTERRUPTED
@@ -13,12 +15,50 @@ from infrastructure.logging import current_run
 logger = logging.getLogger(__name__)
 
 Execute = Callable[[OrgId, RunId], Awaitable[object]]
+OrgLimit = Callable[[OrgId], Awaitable[int]]
+
+
+async def _no_org_limit(_org_id: OrgId) -> int:
+    return 1 << 30
+
+
+class _OrgSlots:
+    """The runs of one organization executing now; the others wait their turn, first come first served."""
+
+    def __init__(self) -> None:
+        self.executing = 0
+        self.waiting: deque[tuple[asyncio.Future[None], int]] = deque()
+
+    async def take(self, limit: int) -> None:
+        if self.executing < limit and not self.waiting:
+            self.executing += 1
+            return
+        turn = asyncio.get_running_loop().create_future()
+        self.waiting.append((turn, limit))
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.give_back()  # handed a slot just as the run was cancelled: the next one takes it
+            else:
+                with contextlib.suppress(ValueError):  # give_back took it off the line in the same loop step
+                    self.waiting.remove((turn, limit))
+            raise
+
+    def give_back(self) -> None:
+        self.executing -= 1
+        while self.waiting and self.executing < self.waiting[0][1]:
+            turn, _limit = self.waiting.popleft()
+            if not turn.done():
+                self.executing += 1
+                turn.set_result(None)
 
 
 class InProcessRunExecutor:
-    def __init__(self, execute: Execute, *, concurrency: int = 256) -> None:
-        self._execute = execute
+    def __init__(self, execute: Execute, *, concurrency: int = 256, org_limit: OrgLimit = _no_org_limit) -> None:
+        self._execute, self._org_limit = execute, org_limit
         self._gate = asyncio.Semaphore(concurrency)
+        self._orgs: dict[OrgId, _OrgSlots] = {}
         self._tasks: dict[RunId, asyncio.Task[None]] = {}
         self._closing = False
 
@@ -32,7 +72,7 @@ class InProcessRunExecutor:
 
     async def _run(self, org_id: OrgId, run_id: RunId) -> None:
         current_run.set(str(run_id))  # this task's log lines name the run
-        async with self._gate:
+        async with self._org_slot(org_id), self._gate:
             try:
                 await self._execute(org_id, run_id)
             except asyncio.CancelledError:
@@ -42,6 +82,19 @@ class InProcessRunExecutor:
                 logger.warning("a run could not execute: the database is unavailable", extra={"run_id": str(run_id)})
             except Exception:
                 logger.exception("run execution crashed", extra={"run_id": str(run_id)})
+
+    @contextlib.asynccontextmanager
+    async def _org_slot(self, org_id: OrgId) -> AsyncIterator[None]:
+        """One of the organization's slots; waits (the run stays queued) while they are all taken."""
+        limit = await self._org_limit(org_id)
+        slots = self._orgs.setdefault(org_id, _OrgSlots())
+        await slots.take(limit)
+        try:
+            yield
+        finally:
+            slots.give_back()
+            if slots.executing == 0 and not slots.waiting:
+                self._orgs.pop(org_id, None)
 
     async def cancel(self, run_id: RunId) -> bool:
         task = self._tasks.get(run_id)

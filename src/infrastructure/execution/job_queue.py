@@ -3,7 +3,9 @@
 An API process in worker mode queues a job per run (and never executes runs); any worker takes it. A run's
 job has the run as its lock, so two workers never execute one run at once; a thread has at most one active
 run (run creation locks the thread), so a thread's runs execute in order. Cancelling a run aborts its job:
-the worker that holds it cancels the run's task at once.
+the worker that holds it cancels the run's task at once. A worker executes a run only once its organization
+has a free slot (see limits/admission.py); until then its job goes back to the queue for a moment, so a waiting
+run never holds a worker's slot.
 """
 
 import asyncio
@@ -20,8 +22,10 @@ from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.job_context import AbortReason, JobContext
 
 from application.ports.execution import HANDED_BACK
+from application.request_context import current_request_id
 from domain.ids import OrgId, RunId
 from infrastructure.execution.pg_event_bus import libpq_dsn
+from infrastructure.limits.admission import RunAdmission
 from infrastructure.logging import current_run
 
 logger = logging.getLogger(__name__)
@@ -35,6 +39,10 @@ LOST_SECONDS = "threadline_lost_seconds"
 """The key, in the jobs' context, of how long a worker may be silent before its runs are taken over."""
 
 Execute = Callable[[OrgId, RunId], Coroutine[object, None, object]]
+ADMISSION_RETRY_SECONDS = 1
+"""How soon a run whose organization has no free slot is looked at again."""
+POLL_SECONDS = 1.0
+"""How often a worker looks for jobs whose time came (runs that waited for a slot); new jobs arrive at once."""
 
 
 def job_queue(database_url: str, pool_size: int, lost_seconds: float = 15) -> procrastinate.App:
@@ -61,14 +69,22 @@ async def _execute_run_job(context: JobContext, org_id: str, run_id: str) -> Non
     await runs.execute(context, OrgId(UUID(org_id)), RunId(UUID(run_id)))
 
 
+_FENCE = "UPDATE runs SET lease = lease + 1 WHERE id = %(run_id)s::uuid AND status IN ('queued', 'in_progress')"
+"""A lost worker's run changes hands: its lease is bumped, so what the worker still writes (it may only be
+silent, not dead) is refused from now on, before another worker takes the run (and bumps it again)."""
+
+
 async def _take_over_lost_runs(context: JobContext, timestamp: int) -> None:
-    """Runs whose worker stopped sending heartbeats go back to the queue: a live worker resumes each from its
-    last stored step (or fails it as worker_lost when its tool calls were in flight; see RunRecorder)."""
+    """Runs whose worker stopped sending heartbeats go back to the queue, fenced off from that worker: a live
+    worker resumes each from its last stored step (or fails it as worker_lost when its tool calls were in
+    flight; see RunRecorder)."""
     lost_seconds: float = context.additional_context[LOST_SECONDS]
-    manager = context.app.job_manager
-    for job in await manager.get_stalled_jobs(task_name=TASK, seconds_since_heartbeat=lost_seconds):
-        logger.warning("taking over a run whose worker was lost", extra={"run_id": job.task_kwargs.get("run_id")})
-        await manager.retry_job(job)
+    app = context.app
+    for job in await app.job_manager.get_stalled_jobs(task_name=TASK, seconds_since_heartbeat=lost_seconds):
+        run_id = job.task_kwargs.get("run_id")
+        logger.warning("taking over a run whose worker was lost", extra={"run_id": run_id})
+        await app.connector.execute_query_async(_FENCE, run_id=str(run_id))
+        await app.job_manager.retry_job(job)
 
 
 _HEALTH = """
@@ -117,11 +133,24 @@ class WorkerRuns:
     cancels its run (which records itself cancelled); one aborted because the worker stops (after its grace
     period) hands the run back: it stays as stored, and its job is queued again for another worker."""
 
-    def __init__(self, execute: Execute) -> None:
-        self._execute = execute
+    def __init__(self, execute: Execute, admission: RunAdmission | None = None) -> None:
+        self._execute, self._admission = execute, admission
 
     async def execute(self, context: JobContext, org_id: OrgId, run_id: RunId) -> None:
         current_run.set(str(run_id))  # the job's log lines, and the run's, name the run
+        if self._admission is not None:
+            admission = await self._admission.admit(org_id, run_id)
+            if not admission.admitted:
+                await _later(context, org_id, run_id)
+                return
+            current_request_id.set(admission.request_id)
+        try:
+            await self._executed(context, org_id, run_id)
+        finally:
+            if self._admission is not None:  # the slot is kept while the run is still queued or in progress
+                await self._admission.release(run_id)
+
+    async def _executed(self, context: JobContext, org_id: OrgId, run_id: RunId) -> None:
         task = asyncio.create_task(self._execute(org_id, run_id), name=f"run-{run_id}")
         try:
             await asyncio.shield(task)
@@ -134,6 +163,15 @@ class WorkerRuns:
                 logger.info("run handed back to the queue: the worker stops", extra={"run_id": str(run_id)})
                 raise HandedBack(str(run_id)) from None
             raise
+
+
+async def _later(context: JobContext, org_id: OrgId, run_id: RunId) -> None:
+    """The organization's slots are all taken: the run waits queued, its job back in the queue for a moment."""
+    job = context.app.configure_task(
+        TASK, lock=str(run_id), queueing_lock=str(run_id), schedule_in={"seconds": ADMISSION_RETRY_SECONDS}
+    )
+    with contextlib.suppress(AlreadyEnqueued):  # queued again meanwhile (resumed by its client)
+        await job.defer_async(org_id=str(org_id), run_id=str(run_id))
 
 
 async def work(
@@ -161,4 +199,5 @@ async def work(
         stalled_worker_timeout=lost_seconds,
         install_signal_handlers=signals,
         listen_notify=True,
+        fetch_job_polling_interval=POLL_SECONDS,
     )

@@ -66,7 +66,7 @@ class CatalogChangeListener:
                         failures = 0
                         async for notification in listener.notifies():
                             await self._received(notification.payload)
-                except psycopg.OperationalError:
+                except psycopg.Error:  # whatever ended the listening (a lost connection, a protocol error...)
                     logger.warning("the connection that receives MCP catalog changes was lost; reconnecting")
             listener = await self._reconnect(failures)
             failures += 1

@@ -5,7 +5,9 @@ its followers at once, through the in-memory bus; events of other processes arri
 join the same in-memory bus, so a follower does not care where a run executes. NOTIFY payloads are limited
 to 8,000 bytes: a bigger event is sent in pieces that the listener puts back together. Notifications of one
 connection arrive in the order they were sent, and each process publishes a run's events one after the
-other, so a run's events arrive in order.
+other, so a run's events arrive in order. While the listening connection is down, notifications are lost: once
+it is back, the stored events of the runs this process's followers follow are read again, so none of those
+is missed (text deltas sent meanwhile are; the message they built is stored).
 """
 
 import asyncio
@@ -65,6 +67,11 @@ def decode(text: str) -> RunEvent:
         payload=event_payload(event_type, raw["data"]),
         created_at=datetime.fromisoformat(raw["created_at"]),
     )
+
+
+_STORED_AFTER = (
+    "SELECT seq, type, data, created_at FROM run_events WHERE run_id = %(run_id)s AND seq > %(seen)s ORDER BY seq"
+)
 
 
 class _Assembly:
@@ -135,7 +142,7 @@ class PostgresRunEventBus:
                     failures = 0
                     async for notification in listener.notifies():
                         self._received(notification.pid, notification.payload)
-            except psycopg.OperationalError:
+            except psycopg.Error:  # whatever ended the listening (a lost connection, a protocol error...)
                 logger.warning("the connection that receives run events of other processes was lost; reconnecting")
             listener = await self._reconnect(failures)
             failures += 1
@@ -149,7 +156,23 @@ class PostgresRunEventBus:
                 failures += 1
                 continue
             logger.info("receiving run events of other processes again")
+            await self._catch_up()
             return listener
+
+    async def _catch_up(self) -> None:
+        """Deliver the stored events of followed runs that were published while no one listened (read on the
+        publishing connection: the listening one hands out only what arrives while it is read)."""
+        try:
+            async with self._publishing:
+                connection = await self._connected_publisher()
+                for run_id, seen in self._local.followed().items():
+                    cursor = await connection.execute(_STORED_AFTER, {"run_id": run_id, "seen": seen})
+                    for seq, event_type, data, created_at in await cursor.fetchall():
+                        payload = event_payload(RunEventType(event_type), data)  # jsonb: read as a dict
+                        event = RunEvent(run_id=run_id, seq=seq, payload=payload, created_at=created_at)
+                        self._local.deliver(event)
+        except (psycopg.Error, ValueError, KeyError, TypeError):
+            logger.warning("the run events stored while no one listened could not be read", exc_info=True)
 
     def _received(self, pid: int, notification: str) -> None:
         if self._publisher is not None and pid == self._publisher.info.backend_pid:

@@ -12,31 +12,52 @@ from infrastructure.http.body_limit import BodyLimitMiddleware
 from infrastructure.http.docs import install_docs
 from infrastructure.http.errors import install_error_handlers
 from infrastructure.http.inline_dependencies import inline_trivial_dependencies
+from infrastructure.http.observation import RequestObservation
 from infrastructure.http.routers import (
     agents,
     api_keys,
+    audit_events,
     health,
     integrations,
+    mcp_oauth,
     me,
+    metrics,
     openai_compat,
     prompt_templates,
     runs,
     sources,
     threads,
     tools,
+    usage,
 )
 from infrastructure.http.text_guard import NulInUrlMiddleware
+from infrastructure.limits.rate_limits import KeyRequestRate
 from infrastructure.resources import close_resources, open_resources
 from infrastructure.settings import Executor
 
 logger = logging.getLogger(__name__)
-ROUTERS = (health, me, api_keys, agents, threads, tools, integrations, sources, runs, prompt_templates, openai_compat)
+ROUTERS = (
+    health,
+    me,
+    api_keys,
+    agents,
+    threads,
+    tools,
+    integrations,
+    mcp_oauth,
+    sources,
+    runs,
+    prompt_templates,
+    openai_compat,
+    usage,
+    audit_events,
+)
 
 
 def create_app(container: Container | None = None) -> FastAPI:
     """The HTTP application, built from a container (a fresh one unless given)."""
     container = container or Container()
-    container.wire(modules=[*ROUTERS, "infrastructure.http.auth"])
+    container.wire(modules=[*ROUTERS, metrics, "infrastructure.http.auth"])
 
     endpoint = container.mcp_endpoint()
 
@@ -72,8 +93,12 @@ def create_app(container: Container | None = None) -> FastAPI:
     install_docs(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings().max_request_bytes)
     app.add_middleware(NulInUrlMiddleware)
+    settings = container.settings()
+    app.add_middleware(KeyRequestRate, windows=container.rate_windows, per_minute=settings.key_requests_per_minute)
+    app.add_middleware(RequestObservation, metrics=container.metrics())  # outermost: every answer has an id
     for module in ROUTERS:
         app.include_router(module.router)
+    app.include_router(metrics.router)
     app.include_router(console.router)
     inline_trivial_dependencies(app)
     # The MCP endpoint is a plain ASGI app (the SDK's transport) behind API key authentication.

@@ -23,9 +23,13 @@ from application.errors import (
     NotFound,
     PermissionDenied,
     RunNotCompleted,
+    SourceTooLarge,
     StorageUnavailable,
+    UnreadableSource,
+    UnsupportedSourceType,
     UrlNotAllowed,
 )
+from application.ports.limits import RateLimited
 from domain.errors import DomainError, IllegalTransition, InvalidValue
 from infrastructure.http.asgi import TrackedSend
 from infrastructure.security.secret_box import SecretUnreadable
@@ -40,6 +44,7 @@ ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
     (NotFound, 404),
     (Conflict, 409),
     (IllegalTransition, 409),
+    (RateLimited, 429),
     (StorageUnavailable, 503),
     (RunNotCompleted, 500),
     (McpTimeout, 504),
@@ -47,6 +52,9 @@ ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
     (McpAuthFailed, 502),
     (McpProtocolError, 502),
     (InvalidCursor, 400),
+    (SourceTooLarge, 413),
+    (UnsupportedSourceType, 415),
+    (UnreadableSource, 422),
     (InvalidReference, 422),
     (UrlNotAllowed, 422),
     (InvalidValue, 422),
@@ -74,6 +82,7 @@ _HTTP_NAMES = {
     406: "NotAcceptable",
     413: "RequestTooLarge",
     415: "UnsupportedMediaType",
+    429: "RateLimited",
 }
 
 
@@ -102,7 +111,10 @@ def error_headers(status: int) -> dict[str, str]:
 
 def domain_error_response(error: DomainError) -> JSONResponse:
     status = status_of(error)
-    return error_response(status, type(error).__name__, error.detail, error_headers(status) or None)
+    headers = error_headers(status)
+    if isinstance(error, RateLimited):
+        headers["Retry-After"] = str(error.retry_after_seconds)
+    return error_response(status, type(error).__name__, error.detail, headers or None)
 
 
 async def _domain_error(_request: Request, error: Exception) -> JSONResponse:

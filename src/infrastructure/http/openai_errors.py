@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from application.errors import AgentNotFound, NotAuthenticated, RunNotCompleted
+from application.ports.limits import RateLimited
 from domain.errors import DomainError
 from infrastructure.http.errors import error_headers, status_of
 
@@ -72,6 +73,10 @@ def _validation_message(error: RequestValidationError) -> str:
 
 def rendered(error: Exception) -> JSONResponse | None:
     """The OpenAI-shaped answer to an error raised while handling a request, or None if it is not ours."""
+    if isinstance(error, RateLimited):
+        # Nothing was started: the SDKs may retry after Retry-After.
+        headers = {"Retry-After": str(error.retry_after_seconds)}
+        return JSONResponse(openai_error_body(429, error.detail, "rate_limited"), status_code=429, headers=headers)
     if isinstance(error, DomainError):
         return openai_error_response(status_of(error), error.detail, _code(error))
     if isinstance(error, RequestValidationError):

@@ -14,7 +14,14 @@ from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import get_dependant
 from fastapi.routing import APIRoute
 
-from application.errors import McpAuthFailed, McpConnectionFailed, McpProtocolError, McpTimeout, StorageUnavailable
+from application.errors import (
+    McpAuthFailed,
+    McpConnectionFailed,
+    McpProtocolError,
+    McpTimeout,
+    StorageUnavailable,
+)
+from application.ports.limits import RateLimited
 from domain.errors import DomainError
 from infrastructure.http.bearer import API_KEY
 from infrastructure.http.errors import RETRY_AFTER_SECONDS, ErrorBody, status_for
@@ -37,6 +44,8 @@ _TITLES = {
     404: "Not found",
     409: "Conflicts with the current state",
     413: "Request body too large",
+    415: "Unsupported file type",
+    429: "Too many requests or runs this minute; nothing was created",
     422: "Not valid",
     500: "Internal error",
     502: "The MCP server failed",
@@ -46,6 +55,12 @@ _TITLES = {
 _HEADERS: dict[int, dict[str, Any]] = {
     401: {
         "WWW-Authenticate": {"description": "`Bearer`: the scheme to authenticate with", "schema": {"type": "string"}}
+    },
+    429: {
+        "Retry-After": {
+            "description": "Seconds until the current minute's window ends",
+            "schema": {"type": "integer"},
+        }
     },
     503: {
         "Retry-After": {
@@ -110,6 +125,7 @@ def shape_errors(path: str, endpoint: Callable[..., Any]) -> dict[int, list[Erro
     found: dict[int, list[ErrorName]] = {}
     if any(sub.call is API_KEY for sub in every):
         found[401] = [NOT_AUTHENTICATED]
+        found[429] = [(RateLimited.__name__, _meaning(RateLimited))]  # THREADLINE_KEY_REQUESTS_PER_MINUTE
         found[503] = [(StorageUnavailable.__name__, _meaning(StorageUnavailable))]
     if body:
         found.setdefault(400, []).append(INVALID_JSON)

@@ -180,7 +180,9 @@ def _tool_call(call_id: str, name: str, raw_arguments: str) -> ModelToolCall:
 
 
 def _usage_of(usage: CompletionUsage) -> Usage:
-    return Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens)
+    details = usage.prompt_tokens_details
+    cached = details.cached_tokens if details is not None else None
+    return Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens, cached_tokens=cached or 0)
 
 
 def _attempts(request: httpx2.Request) -> str:

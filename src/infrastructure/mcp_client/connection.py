@@ -26,6 +26,7 @@ from application.errors import McpConnectionFailed, McpTimeout
 from application.ports.mcp import McpTarget
 from domain.integrations import Transport
 from infrastructure.mcp_client.errors import translate
+from infrastructure.mcp_client.oauth import auth_failure
 from infrastructure.outbound.guard import NetworkPolicy
 from infrastructure.outbound.transport import guarded_httpx2_transport
 
@@ -86,9 +87,11 @@ class _Transport:
         outbound: NetworkPolicy,
         on_end: Callable[[], None],
         on_status: Callable[[int], None],
+        auth: httpx2.Auth | None = None,
     ) -> None:
         self._target, self._stdio, self._outbound = target, stdio, outbound
         self._on_end, self._on_status = on_end, on_status
+        self._auth = auth
         self._stack = contextlib.AsyncExitStack()
 
     def _http_client(
@@ -107,7 +110,7 @@ class _Transport:
         return httpx2.AsyncClient(
             headers={**(headers or {}), **self._target.headers},
             timeout=timeout or httpx2.Timeout(connect, read=_STREAM_READ_TIMEOUT),
-            auth=auth,
+            auth=auth or self._auth,
             event_hooks={"response": [record]},
             transport=transport,
             trust_env=False,
@@ -145,9 +148,15 @@ class _Transport:
 
 class McpConnection:
     def __init__(
-        self, target: McpTarget, stdio: StdioServerParameters | None, outbound: NetworkPolicy, on_change: Listener
+        self,
+        target: McpTarget,
+        stdio: StdioServerParameters | None,
+        outbound: NetworkPolicy,
+        on_change: Listener,
+        auth: httpx2.Auth | None = None,
     ) -> None:
         self.target = target
+        self._auth = auth
         self._stdio = stdio
         self._outbound = outbound
         self._on_change = on_change
@@ -189,10 +198,12 @@ class McpConnection:
         if self._failure is not None or self._client is None:
             failure = self._failure or McpConnectionFailed("the MCP server closed the connection at once")
             await self.close()
-            raise translate(failure, doing="connecting", auth_refused=self.auth_refused)
+            raise self._typed(failure, doing="connecting")
 
     async def _serve(self) -> None:
-        transport = _Transport(self.target, self._stdio, self._outbound, self._mark_broken, self._record_status)
+        transport = _Transport(
+            self.target, self._stdio, self._outbound, self._mark_broken, self._record_status, self._auth
+        )
         try:
             async with Client(
                 transport,
@@ -266,6 +277,8 @@ class McpConnection:
     def _record_status(self, status: int) -> None:
         if status in (401, 403):
             self.auth_refused = True
+        elif status < 300 and self._auth is not None:
+            self.auth_refused = False  # an OAuth token the server refused was replaced and accepted
         elif status in (400, 404) and self._ready.is_set():
             # A stateful server that restarted no longer knows our session id.
             self.session_rejected = True
@@ -279,10 +292,15 @@ class McpConnection:
             async with asyncio.timeout(self.target.timeout_seconds + 1):
                 return await operation(client)
         except Exception as error:
-            raise translate(error, doing=doing, auth_refused=self.auth_refused) from error
+            raise self._typed(error, doing=doing) from error
         finally:
             self.in_flight -= 1
             self.last_used = time.monotonic()
+
+    def _typed(self, error: BaseException, *, doing: str) -> Exception:
+        # When an OAuth token could not be had, the server's refusal is explained by why (re-authorize).
+        failure = auth_failure(self._auth) if self.auth_refused else None
+        return failure or translate(error, doing=doing, auth_refused=self.auth_refused)
 
     async def close(self) -> None:
         self._stop.set()

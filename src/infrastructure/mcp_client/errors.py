@@ -15,14 +15,18 @@ from pydantic import ValidationError
 
 from application.errors import (
     McpAuthFailed,
+    McpCapabilityMissing,
     McpConnectionFailed,
     McpError,
+    McpInvalidArguments,
     McpProtocolError,
     McpResourceNotFound,
     McpTimeout,
 )
 
 RESOURCE_NOT_FOUND = -32002
+READING_RESOURCE = "reading resource"
+"""How the gateway's `doing` of a resources/read begins."""
 _MESSAGE_MAX = 300
 
 
@@ -76,11 +80,14 @@ def translate(error: BaseException, *, doing: str, auth_refused: bool = False) -
         if code == RESOURCE_NOT_FOUND:
             return McpResourceNotFound(f"the MCP server has no such resource: {message}")
         if code == METHOD_NOT_FOUND:
-            return McpProtocolError(f"the MCP server does not support this while {doing}: {message}")
+            return McpCapabilityMissing(f"the MCP server does not support this while {doing}: {message}")
         if code == PARSE_ERROR:
             return McpProtocolError(f"the MCP server sent something that is not valid MCP while {doing}")
+        if code == INVALID_PARAMS and doing.startswith(READING_RESOURCE):
+            # Invalid params is how a server says a resource does not exist (SEP-2164, 2026-07-28).
+            return McpResourceNotFound(f"the MCP server has no such resource while {doing}: {message}")
         if code == INVALID_PARAMS:
-            return McpProtocolError(f"the MCP server refused the request while {doing}: {message}")
+            return McpInvalidArguments(f"the MCP server refused the arguments while {doing}: {message}")
         return McpProtocolError(f"the MCP server answered with error {code} while {doing}: {message}")
     if isinstance(leaf, ValidationError):
         return McpProtocolError(f"the MCP server sent an invalid response while {doing}")

@@ -17,6 +17,7 @@ from application.ports.mcp import (
     McpToolInfo,
     McpToolResult,
 )
+from application.ports.oauth import McpAuthorizer
 from domain.ids import IntegrationId
 from domain.integrations import Transport
 from domain.mcp_prompts import PromptResult
@@ -24,6 +25,7 @@ from infrastructure.mcp_client import convert
 from infrastructure.mcp_client.catalog_cache import CatalogCache
 from infrastructure.mcp_client.connection import McpConnection, opened
 from infrastructure.mcp_client.errors import is_connection_lost, is_generic_http_error, is_session_gone
+from infrastructure.mcp_client.oauth import auth_for
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
 from infrastructure.mcp_client.pool import McpSessionPool
 from infrastructure.outbound.guard import NetworkPolicy
@@ -63,13 +65,18 @@ class SdkMcpGateway:
         catalog_ttl_seconds: float = 300,
         max_sessions: int = 64,
         idle_seconds: float = 300,
+        authorizers: Callable[[McpTarget], McpAuthorizer] | None = None,
     ) -> None:
         self._servers = servers
         self._outbound = outbound
         self._ttl = catalog_ttl_seconds
         self._cache = CatalogCache()
         self._pool = McpSessionPool(
-            max_sessions=max_sessions, idle_seconds=idle_seconds, on_change=self._cache.invalidate, outbound=outbound
+            max_sessions=max_sessions,
+            idle_seconds=idle_seconds,
+            on_change=self._cache.invalidate,
+            outbound=outbound,
+            auth_for=(lambda target: auth_for(target, authorizers)) if authorizers else (lambda _target: None),
         )
 
     # -- sessions ------------------------------------------------------------------------------

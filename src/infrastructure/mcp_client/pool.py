@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 
+import httpx2
 from mcp import StdioServerParameters
 
 from application.errors import McpConnectionFailed
@@ -21,9 +22,16 @@ ChangeListener = Callable[[IntegrationId, str], None]
 
 class McpSessionPool:
     def __init__(
-        self, *, max_sessions: int, idle_seconds: float, on_change: ChangeListener, outbound: NetworkPolicy
+        self,
+        *,
+        max_sessions: int,
+        idle_seconds: float,
+        on_change: ChangeListener,
+        outbound: NetworkPolicy,
+        auth_for: Callable[[McpTarget], httpx2.Auth | None] = lambda _target: None,
     ) -> None:
         self._max = max_sessions
+        self._auth_for = auth_for
         self._outbound = outbound
         self._idle_seconds = idle_seconds
         self._on_change = on_change
@@ -34,7 +42,13 @@ class McpSessionPool:
 
     def new_connection(self, target: McpTarget, stdio: StdioServerParameters | None) -> McpConnection:
         integration_id = target.integration_id
-        return McpConnection(target, stdio, self._outbound, lambda kind: self._on_change(integration_id, kind))
+        return McpConnection(
+            target,
+            stdio,
+            self._outbound,
+            lambda kind: self._on_change(integration_id, kind),
+            auth=self._auth_for(target),
+        )
 
     async def session(self, target: McpTarget, stdio: StdioServerParameters | None) -> McpConnection:
         """The live session for the target, opening (or reopening) it when needed."""

@@ -27,6 +27,18 @@ def _header(scope: Scope, wanted: bytes) -> str | None:
     return None
 
 
+_OWS = b" \t"
+
+
+def _trimmed_mcp_headers(scope: Scope) -> None:
+    """Drops optional whitespace around the values of `Mcp-*` headers (RFC 9110 5.5: it is not part of the
+    value). mcp 2.3.0 compares `Mcp-Name` with the body's name as sent, so a client that adds a space gets
+    -32020 HeaderMismatch; the values are trimmed here, before the SDK sees them (to be fixed upstream)."""
+    headers = scope.get("headers") or []
+    if any(name.startswith(b"mcp-") and value != value.strip(_OWS) for name, value in headers):
+        scope["headers"] = [(name, value.strip(_OWS) if name.startswith(b"mcp-") else value) for name, value in headers]
+
+
 def _principal(caller: Caller) -> AuthenticatedUser:
     """The caller as the SDK's session manager knows who opened a session: a session belongs to the API
     key (of its organization) that opened it, and answers 404 to any other key, of any organization."""
@@ -72,4 +84,5 @@ class McpEndpoint:
             return
         scope.setdefault("state", {})["caller"] = caller
         scope["user"] = _principal(caller)
+        _trimmed_mcp_headers(scope)
         await self.manager.handle_request(scope, receive, send)

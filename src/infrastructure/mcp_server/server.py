@@ -10,10 +10,12 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server import Server
+from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, PromptsListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
 from application.caller import Caller
@@ -118,19 +120,32 @@ async def refuse_bad_input(ctx: ServerRequestContext[Any, Any], call_next: CallN
         raise _invalid_params(ctx.method, error.detail) from None
 
 
+def connection_of(session: ServerSession) -> Connection:
+    """The client connection a request came on. mcp 2.3.0's per-request `ServerSession` does not expose it
+    publicly; the connection lives as long as the client's session, where the per-request proxy does not."""
+    connection: Connection = session._connection
+    return connection
+
+
 class CatalogNotifier:
     """Who to tell, per organization, that its tools or prompts changed: clients listening on a
-    subscription stream (2026-07-28 and later) and sessions of handshake-era clients."""
+    subscription stream (2026-07-28 and later) and the connections of handshake-era clients (2025-11-25
+    and older), whose notifications go out on their standalone GET stream."""
 
     def __init__(self) -> None:
         self._buses: dict[OrgId, InMemorySubscriptionBus] = {}
         self._listeners: dict[OrgId, ListenHandler] = {}
-        self._sessions: dict[OrgId, weakref.WeakSet[ServerSession]] = {}
+        self._connections: dict[OrgId, weakref.WeakSet[Connection]] = {}
 
-    def seen(self, org_id: OrgId, session: ServerSession) -> None:
-        """Remember a handshake-era session, to send it list_changed notifications later."""
-        if session.client_params is not None:
-            self._sessions.setdefault(org_id, weakref.WeakSet()).add(session)
+    def seen(self, org_id: OrgId, ctx: ServerRequestContext[Any, Any]) -> None:
+        """Remember a handshake-era client's connection, to send it list_changed notifications later."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        connections = self._connections.setdefault(org_id, weakref.WeakSet())
+        connection = connection_of(ctx.session)
+        if connection not in connections:
+            connections.add(connection)
+            connection.exit_stack.callback(connections.discard, connection)
 
     async def listen(
         self, org_id: OrgId, ctx: Context, params: types.SubscriptionsListenRequestParams
@@ -142,18 +157,18 @@ class CatalogNotifier:
         return await handler(ctx, params)
 
     async def changed(self, org_id: OrgId | None = None) -> None:
-        orgs = [org_id] if org_id is not None else list({*self._buses, *self._sessions})
+        orgs = [org_id] if org_id is not None else list({*self._buses, *self._connections})
         for org in orgs:
             bus = self._buses.get(org)
             if bus is not None:
                 await bus.publish(ToolsListChanged())
                 await bus.publish(PromptsListChanged())
-            for session in list(self._sessions.get(org, ())):
+            for connection in list(self._connections.get(org, ())):
                 try:
-                    await session.send_tool_list_changed()
-                    await session.send_prompt_list_changed()
-                except Exception:  # a session that ended meanwhile
-                    self._sessions[org].discard(session)
+                    await connection.send_tool_list_changed()
+                    await connection.send_prompt_list_changed()
+                except Exception:  # a connection that ended meanwhile
+                    self._connections[org].discard(connection)
 
     def close(self) -> None:
         for handler in self._listeners.values():
@@ -190,17 +205,28 @@ class PublishingServer:
                 on_get_prompt=self.get_prompt,
                 on_completion=self.complete,
                 on_list_resources=self.list_resources,
+                on_list_resource_templates=self.list_resource_templates,
+                on_read_resource=self.read_resource,
                 on_subscribe_resource=self.subscribe,
                 on_unsubscribe_resource=self.subscribe,
                 on_subscriptions_listen=self.listen,
                 on_set_logging_level=self.set_logging_level,
             )
+        server.middleware.append(self.remember_client)
         server.middleware.append(refuse_bad_input)
         return server
 
+    async def remember_client(self, ctx: Context, call_next: CallNext) -> HandlerResult:
+        """Server middleware: a handshake-era client is told of catalog changes from its first message on
+        (`notifications/initialized` included), whether or not it ever lists tools or prompts."""
+        result = await call_next(ctx)
+        caller = getattr(ctx.request.state, "caller", None) if ctx.request is not None else None
+        if isinstance(caller, Caller):
+            self._notifier.seen(caller.org_id, ctx)
+        return result
+
     async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         caller = caller_of(ctx)
-        self._notifier.seen(caller.org_id, ctx.session)
         catalog = await self._list().execute(caller)
         return types.ListToolsResult(tools=[_tool(t) for t in catalog.tools])
 
@@ -219,7 +245,6 @@ class PublishingServer:
 
     async def list_prompts(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         caller = caller_of(ctx)
-        self._notifier.seen(caller.org_id, ctx.session)
         catalog = await self._list().execute(caller)
         return types.ListPromptsResult(prompts=[_prompt(p) for p in catalog.prompts])
 
@@ -245,6 +270,18 @@ class PublishingServer:
     ) -> types.ListResourcesResult:
         caller_of(ctx)
         return types.ListResourcesResult(resources=[])
+
+    async def list_resource_templates(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        caller_of(ctx)
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
+    async def read_resource(self, ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        caller_of(ctx)
+        # There are no resources: an unknown URI is invalid params carrying the URI (SEP-2164, 2026-07-28).
+        uri = str(params.uri)
+        raise MCPError(types.INVALID_PARAMS, f"no resource {uri!r}", data={"uri": uri})
 
     async def subscribe(
         self, ctx: Context, params: types.SubscribeRequestParams | types.UnsubscribeRequestParams

@@ -5,6 +5,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -42,9 +43,28 @@ def build_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
 
 
 def _server_engine(database_url: str, pool_size: int) -> AsyncEngine:
-    return create_async_engine(
-        database_url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, pool_recycle=1800
-    )
+    # No pool_pre_ping: it costs a round trip per checkout (several per run). A connection the server closed
+    # (restart, pg_terminate_backend) is known closed to the driver once the event loop has read the end of
+    # its socket, and is replaced at checkout below; one lost in any other way fails the statement that uses
+    # it (StorageUnavailable, see errors.py), and SQLAlchemy then replaces every connection of the pool.
+    engine = create_async_engine(database_url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if _closed(dbapi_connection):
+            raise DisconnectionError("the server closed this connection")  # the pool connects afresh
+
+    return engine
+
+
+def _closed(dbapi_connection: Any) -> bool:
+    """Whether the driver already knows the connection is closed (asyncpg's is_closed(), psycopg's closed);
+    asked without a round trip."""
+    driver_connection = getattr(dbapi_connection, "_connection", dbapi_connection)
+    is_closed = getattr(driver_connection, "is_closed", None)
+    if callable(is_closed):
+        return bool(is_closed())
+    return bool(getattr(driver_connection, "closed", False))
 
 
 def _sqlite_engine(database_url: str) -> AsyncEngine:

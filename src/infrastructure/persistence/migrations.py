@@ -14,10 +14,17 @@ SCRIPT_LOCATION = Path(migrations.__file__).parent
 JOB_QUEUE_PREFIX = "procrastinate_"
 
 
+PASSAGE_SEARCH_OBJECTS = ("source_passages_fts", "search_vector", "ix_source_passages_search_vector")
+
+
 def described_by_tables(name: str | None, type_: str, _parents: object) -> bool:
     """Whether `tables.py` describes a database object: the job queue's tables are procrastinate's
-    (revision 0005 creates them), so autogenerate and comparisons leave them out."""
-    return not (type_ == "table" and (name or "").startswith(JOB_QUEUE_PREFIX))
+    (revision 0005 creates them), and the passages' full-text index differs by database (revision 0011:
+    an FTS5 table and its shadow tables on SQLite, a tsvector column and its index on PostgreSQL), so
+    autogenerate and comparisons leave them out."""
+    if type_ == "table" and (name or "").startswith(JOB_QUEUE_PREFIX):
+        return False
+    return not (name or "").startswith(PASSAGE_SEARCH_OBJECTS)
 
 
 def alembic_config(database_url: str) -> Config:

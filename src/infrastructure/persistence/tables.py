@@ -5,6 +5,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Date,
     DateTime,
     ForeignKey,
     Index,
@@ -43,6 +44,10 @@ organizations = Table(
     Column("name", String(200), nullable=False),
     Column("slug", String(64), nullable=False, unique=True),
     _timestamp("created_at"),
+    # The text search configuration its sources' passages are indexed in (PostgreSQL).
+    Column("search_language", String(64), nullable=False, server_default="english"),
+    Column("max_concurrent_runs", Integer, nullable=True),
+    Column("runs_per_minute", Integer, nullable=True),
 )
 
 api_keys = Table(
@@ -120,7 +125,7 @@ mcp_integrations = Table(
     Column("transport", String(32), nullable=False),
     Column("url", String(2048), nullable=True),
     Column("server", String(200), nullable=True),
-    Column("auth_type", String(16), nullable=False),
+    Column("auth_type", String(32), nullable=False),
     Column("auth_header_name", String(100), nullable=True),
     Column("credentials_ciphertext", Text, nullable=True),
     Column("credentials_last4", String(4), nullable=True),
@@ -135,6 +140,23 @@ mcp_integrations = Table(
     _timestamp("updated_at"),
     UniqueConstraint("org_id", "slug"),
     Index(None, "org_id", "id"),
+)
+
+# An oauth integration's grant (see domain.oauth_grants); the ciphertexts are the secret box's.
+mcp_oauth_grants = Table(
+    "mcp_oauth_grants",
+    metadata,
+    Column("integration_id", Uuid, ForeignKey("mcp_integrations.id", ondelete="CASCADE"), primary_key=True),
+    Column("org_id", Uuid, ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("registration_ciphertext", Text, nullable=True),
+    Column("tokens_ciphertext", Text, nullable=True),
+    _timestamp("expires_at", nullable=True),
+    Column("pending_state_digest", String(64), nullable=True),
+    Column("pending_api_key_id", Uuid, nullable=True),
+    Column("pending_verifier_ciphertext", Text, nullable=True),
+    Column("pending_redirect_uri", String(2048), nullable=True),
+    _timestamp("pending_expires_at", nullable=True),
+    _timestamp("updated_at"),
 )
 
 sources = Table(
@@ -156,8 +178,30 @@ sources = Table(
     Column("data", Json, nullable=True),
     Column("blob", LargeBinary, nullable=True),
     _timestamp("created_at"),
+    Column("content_hash", String(64), nullable=True),
     Index(None, "thread_id", "id"),
     Index(None, "agent_id", "id"),
+    Index(None, "org_id", "content_hash"),
+)
+
+# The full-text index over `heading` and `text` is the migration's (0011): an FTS5 table on SQLite, a
+# `search_vector` column with a GIN index on PostgreSQL; see migrations.described_by_tables.
+source_passages = Table(
+    "source_passages",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    Column("org_id", Uuid, ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("source_id", Uuid, ForeignKey("sources.id", ondelete="CASCADE"), nullable=False),
+    Column("thread_id", Uuid, nullable=True),
+    Column("agent_id", Uuid, nullable=True),
+    Column("position", Integer, nullable=False),
+    Column("heading", Text, nullable=True),
+    Column("page", Integer, nullable=True),
+    Column("table_row", Integer, nullable=True),
+    Column("text", Text, nullable=False),
+    Index(None, "source_id", "position", unique=True),
+    Index(None, "org_id", "thread_id"),
+    Index(None, "org_id", "agent_id"),
 )
 
 runs = Table(
@@ -188,6 +232,8 @@ runs = Table(
     _timestamp("ended_at", nullable=True),
     Column("lease", Integer, nullable=False, server_default="0"),
     Column("holder", BigInteger, nullable=True),
+    Column("request_id", String(128), nullable=True),
+    _timestamp("admitted_at", nullable=True),
     UniqueConstraint("org_id", "idempotency_key"),
     Index(None, "org_id", "id"),
     Index(None, "thread_id", "id"),
@@ -227,4 +273,46 @@ prompt_argument_values = Table(
     Column("value", String(500), primary_key=True),
     _timestamp("last_used_at"),
     Index("ix_prompt_argument_values_recent", "org_id", "template", "argument", "last_used_at"),
+)
+
+rate_limit_windows = Table(
+    "rate_limit_windows",
+    metadata,
+    Column("key", String(200), primary_key=True),
+    Column("window_start", BigInteger, primary_key=True),
+    Column("count", Integer, nullable=False),
+)
+
+# The usage ledger: one line per model call, written with the run's step. Not tied to the run: usage stays
+# accounted when a thread and its runs are deleted.
+usage_records = Table(
+    "usage_records",
+    metadata,
+    Column("run_id", Uuid, primary_key=True),
+    Column("step", Integer, primary_key=True),
+    Column("org_id", Uuid, ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("agent_id", Uuid, nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("day", Date, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cached_tokens", BigInteger, nullable=False),
+    Column("tool_calls", Integer, nullable=False),
+    Index(None, "org_id", "day"),
+)
+
+# Append only: the application never updates or deletes an event.
+audit_events = Table(
+    "audit_events",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    Column("org_id", Uuid, ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("object_type", String(32), nullable=False),
+    Column("object_id", String(200), nullable=False),
+    Column("actor_key_id", Uuid, nullable=True),
+    Column("changes", Json, nullable=False),
+    _timestamp("at"),
+    Index(None, "org_id", "id"),
+    Index(None, "org_id", "object_type", "object_id", "id"),
 )

@@ -10,9 +10,11 @@ from infrastructure.persistence.engine import READ_ONLY, Database
 from infrastructure.persistence.errors import translated
 from infrastructure.persistence.repositories.agents import SqlAgentRepository
 from infrastructure.persistence.repositories.api_keys import SqlApiKeyRepository
+from infrastructure.persistence.repositories.audit_events import SqlAuditEventRepository
 from infrastructure.persistence.repositories.integrations import SqlMcpIntegrationRepository
 from infrastructure.persistence.repositories.messages import SqlMessageRepository
 from infrastructure.persistence.repositories.organizations import SqlOrganizationRepository
+from infrastructure.persistence.repositories.passages import SqlPassageRepository
 from infrastructure.persistence.repositories.prompt_templates import (
     SqlArgumentValueRepository,
     SqlPromptTemplateRepository,
@@ -20,6 +22,7 @@ from infrastructure.persistence.repositories.prompt_templates import (
 from infrastructure.persistence.repositories.runs import SqlRunEventRepository, SqlRunRepository
 from infrastructure.persistence.repositories.sources import SqlSourceRepository
 from infrastructure.persistence.repositories.threads import SqlThreadRepository
+from infrastructure.persistence.repositories.usage import SqlUsageRepository
 
 
 class Transaction:
@@ -34,10 +37,13 @@ class Transaction:
         self.messages = SqlMessageRepository(connection)
         self.integrations = SqlMcpIntegrationRepository(connection)
         self.sources = SqlSourceRepository(connection)
+        self.passages = SqlPassageRepository(connection)
         self.runs = SqlRunRepository(connection)
         self.run_events = SqlRunEventRepository(connection)
         self.prompt_templates = SqlPromptTemplateRepository(connection)
         self.argument_values = SqlArgumentValueRepository(connection)
+        self.audit_events = SqlAuditEventRepository(connection)
+        self.usage = SqlUsageRepository(connection)
 
     async def commit(self) -> None:
         if self._read_only:

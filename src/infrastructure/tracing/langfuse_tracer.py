@@ -31,6 +31,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
 from application.ports.tracing import Level, RunTrace, TraceGeneration, TraceSpan
+from application.request_context import current_request_id
 from domain.usage import Usage
 from infrastructure.tracing.langfuse_registry import LangfuseRegistry
 from infrastructure.tracing.noop import NoopGeneration, NoopRunTrace, NoopSpan
@@ -153,7 +154,15 @@ class _LangfuseRunTrace:
             logger.warning("tracing: could not open span %s", name, exc_info=True)
             return NoopSpan()
 
-    def generation(self, name: str, *, model: str, model_parameters: Mapping[str, Any], input: Any) -> TraceGeneration:
+    def generation(
+        self,
+        name: str,
+        *,
+        model: str,
+        model_parameters: Mapping[str, Any],
+        input: Any,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> TraceGeneration:
         try:
             with self._attributes.scope():
                 generation = self._root.start_observation(
@@ -162,6 +171,7 @@ class _LangfuseRunTrace:
                     model=model,
                     model_parameters=dict(model_parameters),
                     input=input,
+                    metadata=_as_dict(metadata),
                 )
             return _LangfuseGeneration(generation)
         except Exception:
@@ -239,7 +249,15 @@ class LangfuseTracer:
         if self._client is None or self._closed:
             return NoopRunTrace()
         try:
-            trace_metadata = {**(metadata or {}), "org_id": org_id, "agent_id": agent_id, "run_id": run_id}
+            # The request that created the run (in a worker, the one the run remembers: see job_queue.py).
+            request_id = current_request_id.get()
+            trace_metadata = {
+                **(metadata or {}),
+                "org_id": org_id,
+                "agent_id": agent_id,
+                "run_id": run_id,
+                "request_id": request_id,
+            }
             attributes = _TraceAttributes(
                 session_id=thread_id,
                 trace_name=name,

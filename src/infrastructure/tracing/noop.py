@@ -40,7 +40,15 @@ class NoopRunTrace:
     def span(self, name: str, *, input: Any = None, metadata: Mapping[str, Any] | None = None) -> TraceSpan:
         return NoopSpan()
 
-    def generation(self, name: str, *, model: str, model_parameters: Mapping[str, Any], input: Any) -> TraceGeneration:
+    def generation(
+        self,
+        name: str,
+        *,
+        model: str,
+        model_parameters: Mapping[str, Any],
+        input: Any,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> TraceGeneration:
         return NoopGeneration()
 
     def end(self, *, output: Any = None, level: Level = Level.DEFAULT, status_message: str | None = None) -> None:

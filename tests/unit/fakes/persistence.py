@@ -6,9 +6,10 @@ Entities are copied in and out, so changing a loaded entity without saving it ch
 """
 
 import copy
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, date, datetime
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
@@ -17,27 +18,36 @@ from application.ports.persistence import (
     AgentRepository,
     ApiKeyRepository,
     ArgumentValueRepository,
+    AuditEventRepository,
     McpIntegrationRepository,
     MessageRepository,
     OrganizationRepository,
+    PassageHit,
+    PassageRepository,
     PromptTemplateRepository,
     RunEventRepository,
     RunRepository,
+    SearchScope,
     SourceRepository,
     SourceSummary,
     ThreadRepository,
+    UsageGrouping,
+    UsageLine,
+    UsageRepository,
 )
 from domain.agents import Agent
 from domain.api_keys import ApiKey
+from domain.audit import AuditAction, AuditEvent
 from domain.ids import AgentId, ApiKeyId, IntegrationId, MessageId, OrgId, RunId, SourceId, ThreadId
 from domain.integrations import McpIntegration, SealedSecret
 from domain.messages import Message
 from domain.organizations import Organization
 from domain.prompt_templates import PromptTemplate
 from domain.run_events import RunEvent
-from domain.runs import Run, RunStatus
-from domain.sources import Source, SourceKind
+from domain.runs import Run, RunStatus, RunStep
+from domain.sources import Passage, Source
 from domain.threads import Thread
+from domain.usage import Usage
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -54,10 +64,12 @@ class Store:
     messages: dict[MessageId, Message] = field(default_factory=dict)
     integrations: dict[IntegrationId, McpIntegration] = field(default_factory=dict)
     sources: dict[SourceId, Source] = field(default_factory=dict)
+    passages: dict[tuple[SourceId, int], tuple[Source, Passage]] = field(default_factory=dict)
     runs: dict[RunId, Run] = field(default_factory=dict)
     run_events: dict[tuple[RunId, int], tuple[OrgId, RunEvent]] = field(default_factory=dict)
     templates: dict[tuple[OrgId, str], PromptTemplate] = field(default_factory=dict)
     argument_values: dict[tuple[OrgId, str, str, str], datetime] = field(default_factory=dict)
+    audit_events: dict[int, AuditEvent] = field(default_factory=dict)
     commits: int = 0
     failing_commits: int = 0
     """How many of the next commits fail with StorageUnavailable (the database went away), writing nothing."""
@@ -118,6 +130,9 @@ class FakeOrganizations:
 
     async def get_by_slug(self, slug: str) -> Organization | None:
         return next(iter(self.table.where(lambda o: o.slug == slug)), None)
+
+    async def save_limits(self, org: Organization) -> None:
+        self.table.put(org.id, org)
 
 
 class FakeApiKeys:
@@ -314,17 +329,61 @@ class FakeSources:
         )
         return [_summary(s) for s in _page(found, lambda s: s.id, after, limit)]
 
-    async def readable(
-        self, org_id: OrgId, *, thread_id: ThreadId, agent_id: AgentId | None, limit: int
-    ) -> Sequence[Source]:
+    async def find_by_hash(
+        self, org_id: OrgId, content_hash: str, *, thread_id: ThreadId | None, agent_id: AgentId | None
+    ) -> SourceSummary | None:
         found = self.table.where(
             lambda s: (
                 s.org_id == org_id
-                and s.kind is not SourceKind.BLOB
-                and (s.thread_id == thread_id or (agent_id is not None and s.agent_id == agent_id))
+                and s.content_hash == content_hash
+                and (s.thread_id == thread_id if thread_id is not None else s.agent_id == agent_id)
             )
         )
-        return sorted(found, key=lambda s: s.id, reverse=True)[:limit]
+        return _summary(found[0]) if found else None
+
+    async def delete(self, org_id: OrgId, source_id: SourceId) -> bool:
+        if await self.get(org_id, source_id) is None:
+            return False
+        self.table.delete(source_id)
+        return True
+
+
+class FakePassages:
+    """Passages searched by the words they share with the query (the databases rank by bm25 or ts_rank_cd)."""
+
+    def __init__(self, table: Table[tuple[SourceId, int], tuple[Source, Passage]]) -> None:
+        self.table = table
+
+    async def replace(self, source: Source, passages: Sequence[Passage]) -> None:
+        for key, _ in self.table.items():
+            if key[0] == source.id:
+                self.table.delete(key)
+        for passage in passages:
+            self.table.put((source.id, passage.position), (source, passage))
+
+    async def unindexed(self, *, limit: int, after: SourceId | None) -> Sequence[tuple[OrgId, SourceId]]:
+        return []  # the fakes start empty: nothing was stored before sources were indexed
+
+    async def list(self, org_id: OrgId, source_id: SourceId, *, limit: int, after: int | None) -> Sequence[Passage]:
+        found = [p for s, p in self.table.values() if s.org_id == org_id and s.id == source_id]
+        return _page(found, lambda p: p.position, after, limit)
+
+    async def search(self, org_id: OrgId, scope: SearchScope, query: str, *, limit: int) -> Sequence[PassageHit]:
+        words = set(re.findall(r"\w+", query.lower()))
+        hits = []
+        for source, passage in self.table.values():
+            owned = (scope.thread_id is not None and source.thread_id == scope.thread_id) or (
+                scope.agent_id is not None and source.agent_id == scope.agent_id
+            )
+            if source.org_id != org_id or not owned or scope.source_id not in (None, source.id):
+                continue
+            score = len(words & set(re.findall(r"\w+", f"{passage.heading or ''} {passage.text}".lower())))
+            if score:
+                hit = PassageHit(
+                    source_id=source.id, source_name=source.name, passage=passage, snippet=passage.text, score=score
+                )
+                hits.append(hit)
+        return sorted(hits, key=lambda h: -h.score)[:limit]
 
 
 def _summary(source: Source) -> SourceSummary:
@@ -480,6 +539,70 @@ class FakeArgumentValues:
         return [value for _, value in sorted(found, reverse=True)][:limit]
 
 
+class FakeAuditEvents:
+    def __init__(self, table: Table[int, AuditEvent]) -> None:
+        self.table = table
+
+    async def add(self, event: AuditEvent) -> None:
+        number = max((k for k, _ in self.table.items()), default=0) + 1
+        self.table.put(number, replace(event, id=number))
+
+    async def list(
+        self,
+        org_id: OrgId,
+        *,
+        limit: int,
+        after: int | None,
+        action: AuditAction | None = None,
+        object_type: str | None = None,
+        object_id: str | None = None,
+    ) -> Sequence[AuditEvent]:
+        found = self.table.where(
+            lambda e: (
+                e.org_id == org_id
+                and action in (None, e.action)
+                and object_type in (None, e.object_type)
+                and object_id in (None, e.object_id)
+            )
+        )
+        return _page(found, lambda e: e.id, after, limit)
+
+
+class FakeUsage:
+    """Adds up the steps of the stored runs (the SQL ledger is a line per step, written with it)."""
+
+    def __init__(self, runs: Table[RunId, Run]) -> None:
+        self.runs = runs
+
+    async def totals(
+        self, org_id: OrgId, *, first_day: date, last_day: date, group_by: UsageGrouping | None
+    ) -> Sequence[UsageLine]:
+        lines: dict[str, list[tuple[RunId, RunStep]]] = {}
+        for run in self.runs.where(lambda r: r.org_id == org_id):
+            for step in run.steps:
+                day = step.completed_at.astimezone(UTC).date()
+                if first_day <= day <= last_day:
+                    key = {
+                        None: "",
+                        UsageGrouping.DAY: day.isoformat(),
+                        UsageGrouping.AGENT: str(run.agent_id),
+                        UsageGrouping.MODEL: step.model,
+                    }[group_by]
+                    lines.setdefault(key, []).append((run.id, step))
+        if group_by is None and not lines:
+            lines[""] = []
+        return [
+            UsageLine(
+                key=key,
+                usage=sum((s.usage for _, s in steps), Usage()),
+                model_calls=len(steps),
+                tool_calls=sum(len(s.tool_calls) for _, s in steps),
+                runs=len({r for r, _ in steps}),
+            )
+            for key, steps in sorted(lines.items())
+        ]
+
+
 class FakeUnitOfWork:
     """The unit of work of the persistence port, over a Store (shared by every transaction)."""
 
@@ -496,10 +619,13 @@ class FakeUnitOfWork:
         self.threads: ThreadRepository = FakeThreads(self._table(s.threads), messages)
         self.integrations: McpIntegrationRepository = FakeIntegrations(self._table(s.integrations))
         self.sources: SourceRepository = FakeSources(self._table(s.sources))
+        self.passages: PassageRepository = FakePassages(self._table(s.passages))
         self.runs: RunRepository = FakeRuns(self._table(s.runs))
         self.run_events: RunEventRepository = FakeRunEvents(self._table(s.run_events))
         self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))
         self.argument_values: ArgumentValueRepository = FakeArgumentValues(self._table(s.argument_values))
+        self.audit_events: AuditEventRepository = FakeAuditEvents(self._table(s.audit_events))
+        self.usage: UsageRepository = FakeUsage(self._table(s.runs))
 
     def _table(self, rows: dict[K, V]) -> Table[K, V]:
         table = Table(rows)

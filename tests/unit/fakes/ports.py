@@ -147,6 +147,7 @@ class RecordedGeneration:
     name: str
     model: str
     input: Any
+    metadata: dict[str, Any] = field(default_factory=dict)
     ended: dict[str, Any] | None = None
 
     def end(
@@ -185,9 +186,15 @@ class RecordingTrace:
         return span
 
     def generation(
-        self, name: str, *, model: str, model_parameters: Mapping[str, Any], input: Any
+        self,
+        name: str,
+        *,
+        model: str,
+        model_parameters: Mapping[str, Any],
+        input: Any,
+        metadata: Mapping[str, Any] | None = None,
     ) -> RecordedGeneration:
-        generation = RecordedGeneration(name=name, model=model, input=input)
+        generation = RecordedGeneration(name=name, model=model, input=input, metadata=dict(metadata or {}))
         self.generations.append(generation)
         return generation
 

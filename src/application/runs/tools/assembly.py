@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from application.errors import McpError
+from application.loaded_integrations import LoadedIntegrations
 from application.mcp_access import target_of
 from application.ports.llm import ToolDefinition
 from application.ports.mcp import McpGateway, McpPromptInfo, McpResourceInfo, McpResourceTemplateInfo, McpToolInfo
@@ -269,15 +270,15 @@ class ToolAssembler:
         commands: CommandRunner,
         search: WebSearch,
         sandbox: CodeSandbox,
+        loaded: LoadedIntegrations | None = None,
     ) -> None:
         self._uow, self._secrets, self._gateway = uow, secrets, gateway
         self._commands, self._search, self._sandbox = commands, search, sandbox
+        self._loaded = loaded if loaded is not None else LoadedIntegrations.none()
 
     async def assemble(self, agent: Agent, client_tools: Sequence[ClientTool] = ()) -> AssembledTools:
         offer = _Offer()
-        async with self._uow.read_only() as uow:
-            integrations = await uow.integrations.get_many(agent.org_id, agent.mcp_integration_ids)
-            sub_agents = [a for a in [await uow.agents.get(agent.org_id, i) for i in agent.sub_agent_ids] if a]
+        integrations, sub_agents = await self._read(agent)
         for ref in agent.tools:
             native = self._native(ref, offer.warnings)
             if native is not None and native.name not in offer.taken:
@@ -302,6 +303,19 @@ class ToolAssembler:
             else:
                 _offer_mcp_tools(item, offer)
         return AssembledTools(tools=tuple(offer.tools), warnings=tuple(offer.warnings))
+
+    async def _read(self, agent: Agent) -> tuple[list[McpIntegration], list[Agent]]:
+        """The agent's integrations (those loaded lately, unless changed since: no read) and its sub-agents."""
+        loaded = [self._loaded.get(agent.org_id, i) for i in agent.mcp_integration_ids]
+        if all(i is not None for i in loaded) and not agent.sub_agent_ids:
+            return [i for i in loaded if i is not None], []
+        as_of = self._loaded.version()
+        async with self._uow.read_only() as uow:
+            integrations = await uow.integrations.get_many(agent.org_id, agent.mcp_integration_ids)
+            sub_agents = [a for a in [await uow.agents.get(agent.org_id, i) for i in agent.sub_agent_ids] if a]
+        self._loaded.remember(integrations, as_of=as_of)
+        by_id = {i.id: i for i in integrations}
+        return [by_id[i] for i in agent.mcp_integration_ids if i in by_id], sub_agents
 
     async def _discover_enabled(
         self, agent: Agent, integrations: Sequence[McpIntegration], warnings: list[str]

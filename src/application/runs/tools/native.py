@@ -1,72 +1,88 @@
 """The native tools: searching the run's sources, the web, the operator's commands and code."""
 
 import logging
-import re
-from collections.abc import Sequence
+from uuid import UUID
 
 from application.errors import ToolFailure
 from application.ports.llm import ModelToolCall
 from application.ports.native_tools import CodeSandbox, CommandRunner, ProcessOutput, WebPageReader, WebSearch
-from application.ports.persistence import UnitOfWork
+from application.ports.persistence import PassageHit, SearchScope, UnitOfWork
 from application.ports.tracing import Level
 from application.runs.tools.handler import ToolContext, ToolOutcome
-from domain.sources import Source
+from domain.ids import SourceId
 from domain.tools import Tool
 
 logger = logging.getLogger(__name__)
 
-PASSAGE_CHARS = 300
-MAX_PASSAGES = 8
-SOURCES_SEARCHED = 50
+SOURCE_QUERY_PASSAGES = 8
+"""At most this many passages per source_query"""
+SOURCE_QUERY_BUDGET = 6000
+"""Characters of passages a source_query returns at most: the best passages whole, the last one cut."""
+MIN_CUT_PASSAGE = 200
+"""A passage cut to fewer characters than this is left out instead."""
 
 
-def _passages(source: Source, terms: Sequence[str]) -> list[str]:
-    text = source.readable_text or ""
-    lowered = text.lower()
-    found: list[str] = []
-    last_end = -1
-    for match in re.finditer("|".join(re.escape(t) for t in terms), lowered):
-        if match.start() < last_end:
-            continue
-        start = max(0, match.start() - PASSAGE_CHARS // 2)
-        end = min(len(text), match.end() + PASSAGE_CHARS // 2)
-        found.append(("…" if start else "") + text[start:end].strip() + ("…" if end < len(text) else ""))
-        last_end = end
-        if len(found) >= 3:
-            break
-    return found
+def _hit_text(number: int, hit: PassageHit, room: int) -> str | None:
+    """The passage under a header that says where it is from, cut to what is left of the budget
+    (None when too little is left to be worth reading)."""
+    where = f"source_id {hit.source_id}, passage {hit.passage.position}"
+    header = f"[{number}] {hit.source_name} — {hit.passage.location} ({where})\n"
+    body, left = hit.passage.text, room - len(header)
+    if left < MIN_CUT_PASSAGE and len(body) > left:
+        return None
+    if len(body) > left:
+        body = body[: left - 1].rstrip() + "…"
+    return header + body
 
 
 class SourceQuery:
+    """source_query: full-text search of the passages of the thread's sources and its agent's; the best
+    passages with their source, location and ids, within a character budget. The run's trace shows the
+    query and the passages returned."""
+
     def __init__(self, uow: UnitOfWork) -> None:
         self._uow = uow
 
     async def __call__(self, call: ModelToolCall, tool: Tool, context: ToolContext) -> ToolOutcome:
         query = str(call.arguments.get("query") or "").strip()
-        only = call.arguments.get("source_id")
         if not query:
             return ToolOutcome(text="Source query failed: query parameter is required", is_error=True)
+        only = call.arguments.get("source_id")
+        try:
+            source_id = SourceId(UUID(str(only))) if only else None
+        except ValueError:
+            return ToolOutcome(text=f"Source query failed: {only!r} is not a source id", is_error=True)
         span = context.trace.span(
-            "source_query", input=dict(call.arguments), metadata={"operationType": "source_query"}
+            "source_query", input={"query": query, "source_id": only}, metadata={"operationType": "source_query"}
         )
+        scope = SearchScope(thread_id=context.thread_id, agent_id=context.agent.id, source_id=source_id)
         async with self._uow.read_only() as uow:
-            sources = await uow.sources.readable(
-                context.org_id, thread_id=context.thread_id, agent_id=context.agent.id, limit=SOURCES_SEARCHED
+            hits = await uow.passages.search(context.org_id, scope, query, limit=SOURCE_QUERY_PASSAGES)
+        parts: list[str] = []
+        returned: list[dict[str, object]] = []
+        room = SOURCE_QUERY_BUDGET
+        for number, hit in enumerate(hits, start=1):
+            part = _hit_text(number, hit, room)
+            if part is None:
+                break
+            room -= len(part) + 2
+            parts.append(part)
+            returned.append(
+                {
+                    "source_id": str(hit.source_id),
+                    "source_name": hit.source_name,
+                    "position": hit.passage.position,
+                    "location": hit.passage.location,
+                    "score": round(hit.score, 4),
+                }
             )
-        if only:
-            sources = [s for s in sources if str(s.id) == str(only)]
-        terms = [t for t in re.findall(r"\w+", query.lower()) if len(t) > 1] or [query.lower()]
-        results = []
-        for source in sources:
-            for passage in _passages(source, terms):
-                results.append(f"[{source.name} ({source.id})] {passage}")
-        if not sources:
-            text = "There are no text sources in this thread yet."
-        elif not results:
-            text = f"No source mentions {query!r}. Sources searched: {', '.join(s.name for s in sources)}."
+        if parts:
+            text = "\n\n".join(parts)
+        elif source_id is not None:
+            text = f"No passage of source {source_id} matches {query!r}."
         else:
-            text = "\n\n".join(results[:MAX_PASSAGES])
-        span.end(output=text)
+            text = f"No passage of this thread's sources matches {query!r}."
+        span.end(output={"passages": returned, "text": text})
         return ToolOutcome(text=text)
 
 

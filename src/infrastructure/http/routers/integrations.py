@@ -7,8 +7,10 @@ from fastapi import APIRouter, Depends, Response
 from application.errors import (
     Conflict,
     InvalidReference,
+    McpCapabilityMissing,
     McpIntegrationDisabled,
     McpIntegrationNotFound,
+    McpInvalidArguments,
     McpPromptNotFound,
     McpResourceNotFound,
     McpToolNotFound,
@@ -258,7 +260,13 @@ async def list_prompts(
     response_model=ToolCallOut,
     summary="Call a tool",
     responses=errors(
-        McpIntegrationNotFound, McpToolNotFound, McpIntegrationDisabled, UrlNotAllowed, InvalidValue, *MCP_SERVER
+        McpIntegrationNotFound,
+        McpToolNotFound,
+        McpIntegrationDisabled,
+        UrlNotAllowed,
+        InvalidValue,
+        McpInvalidArguments,
+        *MCP_SERVER,
     ),
 )
 @inject
@@ -290,6 +298,7 @@ async def call_tool(
         InvalidReference,
         InvalidValue,
         Conflict,
+        McpCapabilityMissing,
         *MCP_SERVER,
     ),
 )
@@ -318,7 +327,13 @@ async def read_resource(
     response_model=PromptResultOut,
     summary="Get a prompt",
     responses=errors(
-        McpIntegrationNotFound, McpPromptNotFound, McpIntegrationDisabled, UrlNotAllowed, InvalidValue, *MCP_SERVER
+        McpIntegrationNotFound,
+        McpPromptNotFound,
+        McpIntegrationDisabled,
+        UrlNotAllowed,
+        InvalidValue,
+        McpInvalidArguments,
+        *MCP_SERVER,
     ),
 )
 @inject

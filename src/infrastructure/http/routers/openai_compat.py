@@ -5,6 +5,8 @@ Each chat completion or response is a real run of the agent (persisted in a thre
 cancellable), named in the `Threadline-Thread-Id` and `Threadline-Run-Id` headers of the answer. Errors take
 the OpenAI shape on these routes."""
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any
@@ -16,6 +18,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from application.caller import Caller
 from application.errors import RunNotFound
+from application.runs.cancel_run import CancelRun
 from application.runs.conversations import (
     AnswerToolCalls,
     AnswerToolCallsCommand,
@@ -26,6 +29,7 @@ from application.runs.conversations import (
 from application.runs.follow_run import FollowRun, RunFollower
 from application.runs.queries import GetRun
 from application.use_cases.agent_models import AgentModels, ListAgentModels
+from domain.errors import DomainError
 from domain.ids import RunId
 from domain.runs import IDEMPOTENCY_KEY_MAX, Run
 from infrastructure.container import Container
@@ -45,6 +49,8 @@ from infrastructure.http.openai_errors import OPENAI_ERRORS, OpenAiErrorRoute
 from infrastructure.http.routers.runs import HEARTBEAT_SECONDS, StoppingDep
 from infrastructure.http.schemas.common import ResponseModel
 from infrastructure.http.schemas.openai_compat import ChatCompletionIn, ResponseIn
+
+logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAiErrorRoute, responses=OPENAI_ERRORS)
 
@@ -67,6 +73,9 @@ ConverseDep = Annotated[Converse, Depends(Provide[Container.converse])]
 AnswerDep = Annotated[AnswerToolCalls, Depends(Provide[Container.answer_tool_calls])]
 FollowDep = Annotated[FollowRun, Depends(Provide[Container.follow_run])]
 GetRunDep = Annotated[GetRun, Depends(Provide[Container.get_run])]
+CancelDep = Annotated[CancelRun, Depends(Provide[Container.cancel_run])]
+_cancelling: set[asyncio.Task[None]] = set()
+"""Cancellations of runs whose client went away, kept until they are done."""
 
 
 class ModelOut(ResponseModel):
@@ -126,13 +135,15 @@ def _answer(json_description: str) -> dict[int | str, dict[str, Any]]:
 class _Answering:
     """The run that answers a request, followed from where this answer begins."""
 
-    def __init__(self, conversing: Conversing, model: str, follow: FollowRun, get_run: GetRun, caller: Caller) -> None:
+    def __init__(
+        self, conversing: Conversing, model: str, follow: FollowRun, get_run: GetRun, cancel: CancelRun, caller: Caller
+    ) -> None:
         run = conversing.run
         self.exchange = Exchange(
             run=run, model=model, after_seq=conversing.after_seq, usage_before=conversing.usage_before
         )
         self.headers = {THREAD_HEADER: str(run.thread_id), RUN_HEADER: str(run.id)}
-        self._follow, self._get_run, self._caller = follow, get_run, caller
+        self._follow, self._get_run, self._cancel, self._caller = follow, get_run, cancel, caller
 
     async def following(self) -> AbstractAsyncContextManager[RunFollower]:
         # Subscribed before the answer starts, so no event published from here on is missed.
@@ -145,12 +156,31 @@ class _Answering:
         following = await self.following()
 
         async def frames() -> AsyncIterator[str]:
-            async with following as follower:
-                async for frame in render(follower.events(HEARTBEAT_SECONDS, until=stopping)):
-                    yield frame
+            answered = False
+            try:
+                async with following as follower:
+                    async for frame in render(follower.events(HEARTBEAT_SECONDS, until=stopping)):
+                        yield frame
+                answered = True
+            finally:
+                if not answered and not stopping.is_set():
+                    # The client went away before its answer ended (a chat front end's stop button closes the
+                    # stream): nobody waits for this run any more, so it is cancelled, as OpenAI's API does.
+                    self._cancel_in_background()
 
         headers = self.headers | {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
+
+    def _cancel_in_background(self) -> None:
+        async def cancel() -> None:
+            try:
+                await self._cancel.execute(self._caller, self.exchange.run.id)
+            except DomainError as error:  # it ended meanwhile, or waits for the client's tools
+                logger.debug("run %s not cancelled after its client left: %s", self.exchange.run.id, error)
+
+        task = asyncio.get_running_loop().create_task(cancel())
+        _cancelling.add(task)
+        task.add_done_callback(_cancelling.discard)
 
     async def answered(self, render: Callable[[Any, Run], dict[str, Any]], stopping: Any) -> JSONResponse:
         async with await self.following() as follower:
@@ -188,6 +218,7 @@ async def chat_completions(
     answer: AnswerDep,
     follow: FollowDep,
     get_run: GetRunDep,
+    cancel: CancelDep,
     stopping: StoppingDep,
     idempotency_key: IdempotencyKey = None,
 ) -> JSONResponse | StreamingResponse:
@@ -208,7 +239,7 @@ async def chat_completions(
         )
         return await converse.execute(command)
 
-    answering = _Answering(await _one_of(resume, start), body.model, follow, get_run, caller)
+    answering = _Answering(await _one_of(resume, start), body.model, follow, get_run, cancel, caller)
     exchange = answering.exchange
     if body.stream:
         return await answering.stream(
@@ -249,6 +280,7 @@ async def create_response(
     answer: AnswerDep,
     follow: FollowDep,
     get_run: GetRunDep,
+    cancel: CancelDep,
     stopping: StoppingDep,
     idempotency_key: IdempotencyKey = None,
 ) -> JSONResponse | StreamingResponse:
@@ -274,7 +306,7 @@ async def create_response(
         )
         return await converse.execute(command)
 
-    answering = _Answering(await _one_of(resume, start), body.model, follow, get_run, caller)
+    answering = _Answering(await _one_of(resume, start), body.model, follow, get_run, cancel, caller)
     exchange = answering.exchange
     request = ResponseRequest(
         instructions=body.instructions,

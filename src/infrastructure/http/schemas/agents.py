@@ -11,6 +11,8 @@ from domain.agents import (
     AGENT_INSTRUCTIONS_MAX,
     AGENT_MODEL_MAX,
     AGENT_NAME_MAX,
+    CONTEXT_TOKENS_MAX,
+    CONTEXT_TOKENS_MIN,
     DEFAULT_MAX_STEPS,
     LINKS_MAX,
     MAX_STEPS_LIMIT,
@@ -47,6 +49,9 @@ class ModelSettingsIn(RequestModel):
     """Penalty proportional to how often a token appeared, -2 to 2"""
     seed: StrictInt | None = None
     """Seed for reproducible sampling, where the provider supports it"""
+    context_tokens: Annotated[StrictInt, Field(ge=CONTEXT_TOKENS_MIN, le=CONTEXT_TOKENS_MAX)] | None = None
+    """Tokens the model's context window holds, when the model catalog does not know the model (or knows it
+    wrong): each request of a run is fitted to it, the oldest messages left out first. Not sent to the model"""
 
     def to_domain(self) -> ModelSettings:
         return ModelSettings(**self.model_dump(exclude_none=True))

@@ -83,9 +83,14 @@ class IntegrationCreate(RequestModel):
     url: Url | None = Field(default=None, description="Server URL (streamable_http, sse)")
     server: ServerName | None = Field(default=None, description="Operator-defined server name (stdio)")
     auth_type: AuthType = AuthType.NONE
-    """`none`, `bearer` (Authorization header) or `header` (auth_header_name)"""
+    """`none`, `bearer` (Authorization header), `header` (auth_header_name), `oauth` (an admin authorizes it:
+    POST .../oauth/authorize) or `client_credentials` (OAuth machine to machine)"""
     auth_header_name: HeaderName | None = Field(default=None, description="Header carrying the credential (header)")
-    credentials: Credentials | None = Field(default=None, description="Stored encrypted; never returned")
+    credentials: Credentials | None = Field(
+        default=None,
+        description="Stored encrypted; never returned. For oauth (optional) and client_credentials: "
+        "`client_id:client_secret` (or `client_id` for a public oauth client)",
+    )
     tool_filter: ToolFilterIn = Field(default_factory=ToolFilterIn)
     """Which of its tools agents see"""
     timeout_seconds: Timeout = 30
@@ -124,7 +129,7 @@ class IntegrationUpdate(PatchModel):
     server: ServerName | None = None
     """Operator-defined server name (stdio)"""
     auth_type: AuthType | None = None
-    """`none`, `bearer` or `header`"""
+    """`none`, `bearer`, `header`, `oauth` or `client_credentials`"""
     auth_header_name: HeaderName | None = None
     """Header carrying the credential (header)"""
     credentials: Credentials | None = None
@@ -199,7 +204,7 @@ class IntegrationOut(ResponseModel):
     server: str | None
     """Operator-defined server name (stdio)"""
     auth_type: AuthType
-    """`none`, `bearer` or `header`"""
+    """`none`, `bearer`, `header`, `oauth` or `client_credentials`"""
     auth_header_name: str | None
     """Header carrying the credential (header)"""
     credentials: CredentialsOut

@@ -114,6 +114,8 @@ class UsageOut(ResponseModel):
     """Tokens the model wrote"""
     total_tokens: int
     """Both added up"""
+    cached_tokens: int
+    """Of the input tokens, those the provider read from its prompt cache (when it says)"""
 
 
 CallId = Annotated[
@@ -140,6 +142,21 @@ class StepToolCallOut(ResponseModel):
     """Whether its result is still awaited (a client tool)"""
 
 
+class StepContextOut(ResponseModel):
+    """How a step's request was fitted into the model's context window."""
+
+    messages_sent: int
+    """Messages of the thread the request held"""
+    messages_dropped: int
+    """The thread's oldest messages it left out"""
+    tool_results_cut: int
+    """Tool results it sent shortened (each says so at its end)"""
+    estimated_tokens: int
+    """The request's estimated tokens: instructions, tool definitions and messages"""
+    budget_tokens: int
+    """The most a request could take: the model's context window less the room kept for the answer"""
+
+
 class StepOut(ResponseModel):
     """One model call of a run, and the tool calls it asked for."""
 
@@ -157,6 +174,8 @@ class StepOut(ResponseModel):
     """When the model answered"""
     tool_calls: list[StepToolCallOut]
     """The tool calls it asked for"""
+    context: StepContextOut | None = None
+    """How its request was fitted into the model's context window (what it left out)"""
 
 
 class PendingCallOut(ResponseModel):
@@ -230,6 +249,8 @@ class RunOut(ResponseModel):
     )
     idempotency_key: str | None
     """The key it was created with"""
+    request_id: str | None = None
+    """The X-Request-Id of the request that created it (on its log lines and in its trace)"""
     client_tools: list[ClientToolOut]
     """Tools the client executes"""
     cancel_requested: bool

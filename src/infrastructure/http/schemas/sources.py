@@ -72,3 +72,51 @@ class ImportedResourceOut(ResponseModel):
     """The sources created"""
     preview: str
     """The beginning of the imported text"""
+
+
+class UploadedSourceOut(ResponseModel):
+    """A source uploaded (or re-indexed) and the passages it was split into."""
+
+    source: SourceSummaryOut
+    """The source"""
+    passages: int
+    """How many passages it was split into for retrieval"""
+
+
+class PassageOut(ResponseModel):
+    """A passage of a source, with where it is in the source."""
+
+    position: int
+    """Its order in the source, from 0"""
+    text: str
+    """Its text"""
+    heading: str | None
+    """The heading it is under (nested headings joined with ' > ')"""
+    page: int | None
+    """Its page, from 1, in a PDF"""
+    row: int | None
+    """The first table row it holds, from 1, in a table"""
+    location: str
+    """Where it is, for people: `page 3`, a heading, `row 21`"""
+
+
+class PassageHitOut(ResponseModel):
+    """A passage that answers a search, best first."""
+
+    source_id: UUID
+    """The source it comes from"""
+    source_name: str
+    """That source's name"""
+    passage: PassageOut
+    """The passage"""
+    snippet: str
+    """Its words around the query's terms, the terms in **bold**"""
+    score: float
+    """Its relevance: higher is better, comparable within one search only"""
+
+
+class SearchResultsOut(ResponseModel):
+    """The passages that best answer a search."""
+
+    data: list[PassageHitOut]
+    """The passages, best first"""

@@ -1,13 +1,14 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.api_keys import ApiKey, Role
 from domain.ids import ApiKeyId, OrgId
 from infrastructure.persistence.repositories._rows import utc, utc_required
 from infrastructure.persistence.tables import api_keys
+from infrastructure.security.key_revocations import CHANNEL, revoked_notice
 
 
 def _to_entity(row: Any) -> ApiKey:
@@ -67,6 +68,9 @@ class SqlApiKeyRepository:
             .where(api_keys.c.org_id == key.org_id, api_keys.c.id == key.id)
             .values(name=key.name, revoked_at=key.revoked_at, last_used_at=key.last_used_at)
         )
+        if key.revoked_at is not None and self._conn.dialect.name == "postgresql":
+            # Every process forgets the key among its verified keys as this commits (key_revocations.py).
+            await self._conn.execute(select(func.pg_notify(CHANNEL, revoked_notice(key.id))))
 
     async def touch(self, key: ApiKey) -> None:
         await self._conn.execute(

@@ -1,6 +1,6 @@
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -12,7 +12,14 @@ from infrastructure.persistence.tables import organizations
 
 
 def _to_entity(row: Any) -> Organization:
-    return Organization(id=OrgId(row.id), name=row.name, slug=row.slug, created_at=utc_required(row.created_at))
+    return Organization(
+        id=OrgId(row.id),
+        name=row.name,
+        slug=row.slug,
+        created_at=utc_required(row.created_at),
+        max_concurrent_runs=row.max_concurrent_runs,
+        runs_per_minute=row.runs_per_minute,
+    )
 
 
 class SqlOrganizationRepository:
@@ -22,7 +29,14 @@ class SqlOrganizationRepository:
     async def add(self, org: Organization) -> None:
         try:
             await self._conn.execute(
-                insert(organizations).values(id=org.id, name=org.name, slug=org.slug, created_at=org.created_at)
+                insert(organizations).values(
+                    id=org.id,
+                    name=org.name,
+                    slug=org.slug,
+                    created_at=org.created_at,
+                    max_concurrent_runs=org.max_concurrent_runs,
+                    runs_per_minute=org.runs_per_minute,
+                )
             )
         except IntegrityError as error:
             raise refused(error, org.slug) from None
@@ -34,3 +48,10 @@ class SqlOrganizationRepository:
     async def get_by_slug(self, slug: str) -> Organization | None:
         row = (await self._conn.execute(select(organizations).where(organizations.c.slug == slug))).first()
         return _to_entity(row) if row else None
+
+    async def save_limits(self, org: Organization) -> None:
+        await self._conn.execute(
+            update(organizations)
+            .where(organizations.c.id == org.id)
+            .values(max_concurrent_runs=org.max_concurrent_runs, runs_per_minute=org.runs_per_minute)
+        )

@@ -1,3 +1,4 @@
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -16,11 +17,13 @@ from domain.runs import (
     RunError,
     RunStatus,
     RunStep,
+    StepContext,
     StepToolCall,
 )
 from domain.usage import Usage
 from infrastructure.persistence.errors import refused
 from infrastructure.persistence.repositories._rows import utc, utc_required
+from infrastructure.persistence.repositories.usage import record_new_steps
 from infrastructure.persistence.run_holders import NOT_HELD_BY_A_LIVE_PROCESS, PROCESS_KEY
 from infrastructure.persistence.tables import run_events, runs
 from infrastructure.run_event_json import event_data, event_payload
@@ -34,6 +37,7 @@ def _step_to_json(step: RunStep) -> dict[str, Any]:
         "model": step.model,
         "input_tokens": step.usage.input_tokens,
         "output_tokens": step.usage.output_tokens,
+        "cached_tokens": step.usage.cached_tokens,
         "finish_reason": step.finish_reason,
         "started_at": step.started_at.isoformat(),
         "completed_at": step.completed_at.isoformat(),
@@ -41,6 +45,7 @@ def _step_to_json(step: RunStep) -> dict[str, Any]:
             {"id": c.id, "name": c.name, "type": c.type, "is_error": c.is_error, "pending": c.pending}
             for c in step.tool_calls
         ],
+        "context": None if step.context is None else dataclasses.asdict(step.context),
     }
 
 
@@ -48,15 +53,21 @@ def _step_from_json(data: dict[str, Any]) -> RunStep:
     return RunStep(
         number=data["number"],
         model=data["model"],
-        usage=Usage(input_tokens=data["input_tokens"], output_tokens=data["output_tokens"]),
+        usage=Usage(
+            input_tokens=data["input_tokens"],
+            output_tokens=data["output_tokens"],
+            cached_tokens=data.get("cached_tokens", 0),
+        ),
         finish_reason=data.get("finish_reason"),
         started_at=datetime.fromisoformat(data["started_at"]),
         completed_at=datetime.fromisoformat(data["completed_at"]),
         tool_calls=tuple(StepToolCall(**c) for c in data.get("tool_calls", [])),
+        context=StepContext(**data["context"]) if data.get("context") else None,
     )
 
 
 def _to_entity(row: Any) -> Run:
+    steps = tuple(_step_from_json(s) for s in row.steps)
     return Run(
         id=RunId(row.id),
         org_id=OrgId(row.org_id),
@@ -66,20 +77,26 @@ def _to_entity(row: Any) -> Run:
         status=RunStatus(row.status),
         client_tools=tuple(ClientTool(**t) for t in row.client_tools),
         required_action=tuple(PendingToolCall(**c) for c in row.required_action),
-        steps=tuple(_step_from_json(s) for s in row.steps),
-        usage=Usage(input_tokens=row.input_tokens, output_tokens=row.output_tokens),
+        steps=steps,
+        usage=Usage(
+            input_tokens=row.input_tokens,
+            output_tokens=row.output_tokens,
+            cached_tokens=sum(s.usage.cached_tokens for s in steps),
+        ),
         error=RunError(code=row.error_code, message=row.error_message or "") if row.error_code else None,
         warnings=tuple(row.warnings),
         trace_id=row.trace_id,
         idempotency_key=row.idempotency_key,
         request_digest=row.request_digest,
         instructions=row.instructions,
+        request_id=row.request_id,
         cancel_requested=row.cancel_requested,
         created_at=utc_required(row.created_at),
         updated_at=utc_required(row.updated_at),
         started_at=utc(row.started_at),
         ended_at=utc(row.ended_at),
         lease=row.lease,
+        steps_in_ledger=len(steps),
     )
 
 
@@ -145,6 +162,7 @@ class SqlRunRepository:
             "idempotency_key": run.idempotency_key,
             "request_digest": run.request_digest,
             "instructions": run.instructions,
+            "request_id": run.request_id,
             "cancel_requested": run.cancel_requested,
             "created_at": run.created_at,
             "lease": run.lease,
@@ -229,6 +247,7 @@ class SqlRunRepository:
         )
         if saved.rowcount == 0:
             raise LeaseLost(f"run {run.id} was taken over by another process")
+        await record_new_steps(self._conn, run)  # its model calls' usage, with the steps that record it
 
 
 class SqlRunEventRepository:

@@ -1,16 +1,17 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import insert, or_, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from application.ports.persistence import SourceSummary
 from domain.ids import AgentId, IntegrationId, OrgId, SourceId, ThreadId
 from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin, TableData
 from infrastructure.persistence.repositories._rows import utc_required
+from infrastructure.persistence.tables import source_passages
 from infrastructure.persistence.tables import sources as table
 
-_SUMMARY_COLUMNS = [c for c in table.c if c.name not in ("text", "data", "blob")]
+_SUMMARY_COLUMNS = [c for c in table.c if c.name not in ("text", "data", "blob", "content_hash")]
 
 
 def _origin(row: Any) -> SourceOrigin:
@@ -57,6 +58,7 @@ def _to_entity(row: Any) -> Source:
         text=row.text,
         data=data,
         blob=row.blob,
+        content_hash=row.content_hash,
     )
 
 
@@ -85,6 +87,7 @@ class SqlSourceRepository:
                 text=source.text,
                 data=data,
                 blob=source.blob,
+                content_hash=source.content_hash,
                 created_at=source.created_at,
             )
         )
@@ -111,16 +114,21 @@ class SqlSourceRepository:
             query = query.where(table.c.id > after)
         return [_summary(row) for row in await self._conn.execute(query)]
 
-    async def readable(
-        self, org_id: OrgId, *, thread_id: ThreadId, agent_id: AgentId | None, limit: int
-    ) -> Sequence[Source]:
-        owner = table.c.thread_id == thread_id
-        if agent_id is not None:
-            owner = or_(owner, table.c.agent_id == agent_id)
-        query = (
-            select(table)
-            .where(table.c.org_id == org_id, owner, table.c.kind != "blob")
-            .order_by(table.c.id.desc())
-            .limit(limit)
+    async def find_by_hash(
+        self, org_id: OrgId, content_hash: str, *, thread_id: ThreadId | None, agent_id: AgentId | None
+    ) -> SourceSummary | None:
+        query = select(*_SUMMARY_COLUMNS).where(
+            table.c.org_id == org_id,
+            table.c.content_hash == content_hash,
+            table.c.thread_id == thread_id if thread_id is not None else table.c.agent_id == agent_id,
         )
-        return [_to_entity(row) for row in await self._conn.execute(query)]
+        row = (await self._conn.execute(query.limit(1))).first()
+        return _summary(row) if row else None
+
+    async def delete(self, org_id: OrgId, source_id: SourceId) -> bool:
+        # Passages first and explicitly, so the full-text index's delete trigger sees each one.
+        await self._conn.execute(
+            delete(source_passages).where(source_passages.c.org_id == org_id, source_passages.c.source_id == source_id)
+        )
+        result = await self._conn.execute(delete(table).where(table.c.org_id == org_id, table.c.id == source_id))
+        return bool(result.rowcount)

@@ -80,6 +80,7 @@ async function formPage({ main, signal, go }, existing) {
   instructions.value = v.instructions;
   const temperature = h("input", { type: "number", name: "temperature", min: "0", max: "2", step: "0.1", value: v.model_settings.temperature ?? "" });
   const maxTokens = h("input", { type: "number", name: "max_tokens", min: "1", step: "1", value: v.model_settings.max_tokens ?? "" });
+  const contextTokens = h("input", { type: "number", name: "context_tokens", min: "1024", max: "10000000", step: "1", value: v.model_settings.context_tokens ?? "" });
   const maxSteps = h("input", { type: "number", name: "max_steps", min: "1", step: "1", value: String(v.max_steps) });
   const parallel = checkbox("Run a step's tool calls in parallel", { checked: v.parallel_tool_calls });
   const publish = checkbox("Publish as an MCP tool at /mcp", { checked: v.publish_as_mcp, hint: "MCP clients with a key of your organization can call it by its slug." });
@@ -114,7 +115,8 @@ async function formPage({ main, signal, go }, existing) {
       knownModels,
       field("Instructions", instructions, { hint: "The system message the model reads first." }),
       h("div", { class: "grid-2" }, field("Temperature", temperature, { hint: "Blank: the model's default." }), field("Max tokens per answer", maxTokens),
-        field("Max steps", maxSteps, { hint: "Model calls per run before it fails with max_steps_exceeded." })),
+        field("Max steps", maxSteps, { hint: "Model calls per run before it fails with max_steps_exceeded." }),
+        field("Context window (tokens)", contextTokens, { hint: "Blank: known from the model's name, else the server's default. Older messages are left out to fit." })),
       parallel.node, publish.node),
     fieldset("Native tools", toolControls.map(({ box, settings }) => h("div", {}, box.node, settings ? h("div", { class: "nested" }, settings.node) : null)), "No native tools."),
     fieldset("MCP integrations", integrationBoxes.map(({ box }) => box.node), "No integrations yet: an admin connects them under Integrations."),
@@ -123,9 +125,11 @@ async function formPage({ main, signal, go }, existing) {
     h("div", { class: "actions" }, save, link("Cancel", existing ? `#/agents/${existing.id}` : "#/agents", { class: "btn ghost" })));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const settings = {};
+    // The settings this form has no field for (top_p, seed, penalties... set through the API) are kept.
+    const { temperature: _t, max_tokens: _m, context_tokens: _c, ...settings } = v.model_settings || {};
     if (temperature.value !== "") settings.temperature = Number(temperature.value);
     if (maxTokens.value !== "") settings.max_tokens = Number(maxTokens.value);
+    if (contextTokens.value !== "") settings.context_tokens = Number(contextTokens.value);
     let tools;
     try {
       tools = toolControls.filter(({ box }) => box.input.checked).map(({ tool, settings: form }) => ({ type: tool.type, config: form ? form.read() : {} }));

@@ -1,0 +1,66 @@
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from domain.audit import AuditAction, AuditEvent, FieldChange
+from domain.ids import ApiKeyId, OrgId
+from infrastructure.persistence.repositories._rows import utc_required
+from infrastructure.persistence.tables import audit_events
+
+_INSERT = insert(audit_events)
+
+
+def _to_entity(row: Any) -> AuditEvent:
+    return AuditEvent(
+        id=row.id,
+        org_id=OrgId(row.org_id),
+        action=AuditAction(row.action),
+        object_id=row.object_id,
+        actor_key_id=ApiKeyId(row.actor_key_id) if row.actor_key_id else None,
+        at=utc_required(row.at),
+        changes=tuple(FieldChange(field=c["field"], old=c.get("old"), new=c.get("new")) for c in row.changes),
+    )
+
+
+class SqlAuditEventRepository:
+    """Inserts and reads only: there is no statement here that changes or removes an event."""
+
+    def __init__(self, connection: AsyncConnection) -> None:
+        self._conn = connection
+
+    async def add(self, event: AuditEvent) -> None:
+        await self._conn.execute(
+            _INSERT,
+            {
+                "org_id": event.org_id,
+                "action": event.action.value,
+                "object_type": event.object_type,
+                "object_id": event.object_id,
+                "actor_key_id": event.actor_key_id,
+                "changes": [{"field": c.field, "old": c.old, "new": c.new} for c in event.changes],
+                "at": event.at,
+            },
+        )
+
+    async def list(
+        self,
+        org_id: OrgId,
+        *,
+        limit: int,
+        after: int | None,
+        action: AuditAction | None = None,
+        object_type: str | None = None,
+        object_id: str | None = None,
+    ) -> Sequence[AuditEvent]:
+        query = select(audit_events).where(audit_events.c.org_id == org_id).order_by(audit_events.c.id).limit(limit)
+        if after is not None:
+            query = query.where(audit_events.c.id > after)
+        if action is not None:
+            query = query.where(audit_events.c.action == action.value)
+        if object_type is not None:
+            query = query.where(audit_events.c.object_type == object_type)
+        if object_id is not None:
+            query = query.where(audit_events.c.object_id == object_id)
+        return [_to_entity(row) for row in await self._conn.execute(query)]

@@ -1,0 +1,74 @@
+"""PostgreSQL connections the server closes (a restart, pg_terminate_backend) are replaced, without a round
+trip per checkout: the next unit of work gets a working connection instead of failing."""
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from application.errors import StorageUnavailable
+from infrastructure.persistence.engine import Database
+from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
+from tests.databases import backend
+
+pytestmark = pytest.mark.skipif(
+    backend() != "postgresql",
+    reason="connections closed by the server: PostgreSQL (set THREADLINE_TEST_POSTGRES_URL)",
+)
+
+
+@pytest.fixture
+async def database(database_url: str) -> AsyncIterator[Database]:
+    opened = Database(database_url, pool_size=2)
+    try:
+        yield opened
+    finally:
+        await opened.dispose()
+
+
+async def _backend_of(uow: SqlAlchemyUnitOfWork) -> tuple[int, Any]:
+    """The server process of the connection a unit of work gets, and the driver's connection."""
+    async with uow as transaction:
+        connection: AsyncConnection = transaction._connection  # type: ignore[attr-defined]
+        pid = int((await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+        return pid, (await connection.get_raw_connection()).driver_connection
+
+
+async def _terminate(database_url: str, pid: int) -> None:
+    """Ends a server process from a connection of another pool."""
+    engine = create_async_engine(database_url, poolclass=NullPool)
+    async with engine.connect() as admin:
+        await admin.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        await admin.commit()
+    await engine.dispose()
+
+
+async def test_a_connection_the_server_ended_is_replaced_at_checkout(database: Database, database_url: str) -> None:
+    uow = SqlAlchemyUnitOfWork(database, read_only=True)
+    pooled, driver = await _backend_of(uow)
+    await _terminate(database_url, pooled)
+    while not driver.is_closed():  # noqa: ASYNC110 - until this process has read the end of the connection
+        await asyncio.sleep(0.01)
+
+    replacement, _ = await _backend_of(uow)
+
+    assert replacement != pooled
+
+
+async def test_a_connection_lost_unnoticed_fails_one_use_at_most(database: Database, database_url: str) -> None:
+    """Used before this process read the end of its socket, the connection fails that statement (the database
+    is unavailable, a 503 for a request); the pool then connects afresh."""
+    uow = SqlAlchemyUnitOfWork(database, read_only=True)
+    pooled, _ = await _backend_of(uow)
+    await _terminate(database_url, pooled)
+    with contextlib.suppress(StorageUnavailable):
+        await _backend_of(uow)
+
+    replacement, _ = await _backend_of(uow)
+
+    assert replacement != pooled

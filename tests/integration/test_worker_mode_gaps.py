@@ -1,0 +1,91 @@
+"""Worker mode's gaps, on PostgreSQL: a run taken over from a lost worker goes back to the queue fenced off
+from that worker (which may be silent rather than dead); a process whose link to the others was down still
+gives its followers the events stored meanwhile."""
+
+import asyncio
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import psycopg
+import pytest
+
+from application.errors import LeaseLost
+from domain.run_events import RunEvent, RunInProgress
+from domain.runs import RunStatus
+from infrastructure.container import Container
+from infrastructure.execution import job_queue
+from infrastructure.execution.pg_event_bus import PostgresRunEventBus, libpq_dsn
+from infrastructure.settings import Settings
+from tests.conftest import as_port
+from tests.databases import backend
+from tests.integration.test_run_leases import queued_run
+
+pytestmark = pytest.mark.skipif(
+    backend() != "postgresql",
+    reason="the job queue and LISTEN/NOTIFY need PostgreSQL (set THREADLINE_TEST_POSTGRES_URL)",
+)
+
+
+async def test_a_run_taken_over_from_a_lost_worker_refuses_that_workers_late_writes(
+    container: Container, settings: Settings
+) -> None:
+    _thread, run = await queued_run(container)
+    async with as_port(container.uow()) as uow:  # the worker that is lost took the run
+        held = await uow.runs.claim(run.org_id, run.id)
+        assert held is not None
+        await uow.commit()
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        # Its job, as a worker that stopped sending heartbeats left it (scheduled late: no live worker takes it).
+        job = app.configure_task(job_queue.TASK, lock=str(run.id), queueing_lock=str(run.id), schedule_in={"hours": 1})
+        job_id = await job.defer_async(org_id=str(run.org_id), run_id=str(run.id))
+        await app.connector.execute_query_async(
+            "UPDATE procrastinate_jobs SET status = 'doing' WHERE id = %(id)s", id=job_id
+        )
+        context: Any = SimpleNamespace(app=app, additional_context={job_queue.LOST_SECONDS: 4})
+        await job_queue._take_over_lost_runs(context, 0)
+        [row] = await app.connector.execute_query_all_async(
+            "SELECT attempts FROM procrastinate_jobs WHERE id = %(id)s", id=job_id
+        )
+    assert row["attempts"] == 1  # back in the queue, for another worker
+    held.start(held.created_at)
+    with pytest.raises(LeaseLost):  # what the lost worker still writes, before anyone took the run, is refused
+        async with as_port(container.uow()) as uow:
+            await uow.runs.save(held)
+            await uow.commit()
+    async with as_port(container.uow()).read_only() as uow:
+        stored = await uow.runs.get(run.org_id, run.id)
+    assert stored is not None and stored.status is RunStatus.QUEUED
+
+
+async def test_events_stored_while_the_listening_connection_was_down_reach_the_followers(
+    container: Container, settings: Settings
+) -> None:
+    _thread, run = await queued_run(container)  # its run.created event is stored
+    bus = PostgresRunEventBus(settings.database_url)
+    connect, back, listening = bus._connected_listener, asyncio.Event(), list[int]()
+
+    async def held_back() -> psycopg.AsyncConnection[Any]:
+        if listening:  # a reconnection: it waits until the test lets it
+            await back.wait()
+        listener = await connect()
+        listening.append(listener.info.backend_pid)
+        return listener
+
+    bus._connected_listener = held_back  # type: ignore[method-assign]
+    await bus.start()
+    try:
+        async with (
+            bus.subscribe(run.id) as follower,
+            await psycopg.AsyncConnection.connect(libpq_dsn(settings.database_url), autocommit=True) as admin,
+        ):
+            await admin.execute("SELECT pg_terminate_backend(%s)", (listening[0],))
+            later = RunEvent(run_id=run.id, seq=2, payload=RunInProgress.of(run), created_at=datetime.now(UTC))
+            async with as_port(container.uow()) as uow:  # stored (and notified) while no one here listens
+                await uow.run_events.add(later, run.org_id)
+                await uow.commit()
+            back.set()
+            received = [await asyncio.wait_for(follower.next(), 10) for _ in range(2)]
+    finally:
+        await bus.close()
+    assert [(e.seq, e.type.value) for e in received] == [(1, "run.created"), (2, "run.in_progress")]

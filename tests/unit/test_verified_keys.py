@@ -1,0 +1,79 @@
+"""The verified API keys a process keeps: bounded, short-lived, and forgotten at once when revoked."""
+
+from domain.api_keys import ApiKey
+from infrastructure.security.verified_keys import VerifiedKeyCache
+from tests import builders
+
+
+class Ticking:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def a_key() -> ApiKey:
+    return builders.api_key(builders.organization().id)
+
+
+def test_a_key_is_kept_for_its_time_only() -> None:
+    clock = Ticking()
+    keys = VerifiedKeyCache(ttl_seconds=30, trusted=True, monotonic=clock)
+    key = a_key()
+    keys.remember("secret", key, as_of=keys.version())
+    clock.now = 29.9
+    assert keys.get("secret") is key and keys.get("another secret") is None
+    clock.now = 30
+    assert keys.get("secret") is None and len(keys) == 0
+
+
+def test_a_read_that_raced_a_revocation_is_not_kept() -> None:
+    keys = VerifiedKeyCache(ttl_seconds=30, trusted=True)
+    key = a_key()
+    as_of = keys.version()  # the key is read...
+    keys.forget_key(key.id)  # ...while it is revoked
+    keys.remember("secret", key, as_of=as_of)
+    assert keys.get("secret") is None
+
+
+def test_forgetting_a_key_or_an_organization_drops_only_theirs() -> None:
+    keys = VerifiedKeyCache(ttl_seconds=30, trusted=True)
+    first, second, third = a_key(), a_key(), a_key()
+    for secret, key in (("one", first), ("two", second), ("three", third)):
+        keys.remember(secret, key, as_of=keys.version())
+    keys.forget_key(first.id)
+    keys.forget_organization(second.org_id)
+    assert (keys.get("one"), keys.get("two"), keys.get("three")) == (None, None, third)
+
+
+def test_at_most_so_many_keys_are_kept_the_least_recently_used_leave_first() -> None:
+    keys = VerifiedKeyCache(ttl_seconds=30, trusted=True, max_keys=2)
+    first, second, third = a_key(), a_key(), a_key()
+    keys.remember("one", first, as_of=keys.version())
+    keys.remember("two", second, as_of=keys.version())
+    assert keys.get("one") is first
+    keys.remember("three", third, as_of=keys.version())
+    assert len(keys) == 2 and keys.get("two") is None and keys.get("one") is first
+
+
+def test_nothing_is_kept_or_answered_while_revocations_may_go_unseen() -> None:
+    keys = VerifiedKeyCache(ttl_seconds=30)  # not trusted until revocations reach it
+    key = a_key()
+    keys.remember("secret", key, as_of=keys.version())
+    assert keys.get("secret") is None
+    keys.trust()
+    as_of = keys.version()
+    keys.remember("secret", key, as_of=as_of)
+    keys.distrust()  # the revocation notices were lost
+    assert keys.get("secret") is None
+    keys.trust()
+    assert keys.get("secret") is None  # what was kept before is gone
+    keys.remember("secret", key, as_of=as_of)  # a read begun before
+    assert keys.get("secret") is None
+
+
+def test_a_cache_time_of_zero_keeps_nothing() -> None:
+    keys = VerifiedKeyCache(ttl_seconds=0, trusted=True)
+    keys.remember("secret", a_key(), as_of=keys.version())
+    assert len(keys) == 0
