@@ -61,10 +61,15 @@ async def open_resources(container: containers.Container) -> None:
 
 
 async def close_resources(container: containers.Container) -> None:
-    """Close what was opened, background resources first. Closing twice is harmless."""
-    for resource in container.traverse(types=[providers.Resource]):
+    """Close what was opened, background resources first. Closing twice is harmless.
+
+    Async mode (closing answers an awaitable) is switched on for the background resources alone while they
+    close: runs still in flight during the executor's grace period keep getting a plain database and model."""
+    for resource in container.traverse(types=[Background]):
         resource.enable_async_mode()
     await _awaited(container.shutdown_resources(resource_type=Background))
+    for resource in container.traverse(types=[providers.Resource]):
+        resource.enable_async_mode()
     await _awaited(container.shutdown_resources())
 
 
