@@ -24,7 +24,7 @@ POSTGRES_SERVER = os.environ.get(
 )
 MCP_TOOL = "everything__echo"
 """The tool the fake model calls: server-everything's echo, as an integration named Everything exposes it."""
-API_READY = "Application startup complete"
+API_READY = "Uvicorn running on"
 WORKER_READY = "Starting worker"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
-STARTED = "Application startup complete"
+STARTED = "Uvicorn running on"
 
 
 def free_port() -> int:

@@ -87,7 +87,7 @@ def test_serve_migrates_and_answers_on_loopback(tmp_path: Path) -> None:
         try:
             assert server.stderr is not None
             for line in server.stderr:  # blocks until the server says it is up (or exits)
-                if "Application startup complete" in line:
+                if "Uvicorn running on" in line:
                     break
             else:
                 pytest.fail("server exited before starting")

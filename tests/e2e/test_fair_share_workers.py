@@ -2,10 +2,8 @@
 PostgreSQL database. An organization's limit holds for the deployment, not per worker."""
 
 import asyncio
-import contextlib
 import os
 import re
-import socket
 import sys
 from collections import Counter
 from pathlib import Path
@@ -13,19 +11,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.databases import POSTGRES_URL, backend, postgres_database
+from tests.databases import POSTGRES_URL, backend, off_the_loop, postgres_database
 from tests.fakes.openai_server import FakeOpenAI, TextReply
+from tests.servers import free_port
 
 pytestmark = pytest.mark.skipif(
     backend() != "postgresql", reason="worker mode needs PostgreSQL (set THREADLINE_TEST_POSTGRES_URL)"
 )
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _run(env: dict[str, str], *args: str) -> str:
@@ -78,49 +71,53 @@ async def test_two_workers_keep_an_organization_to_its_limit_while_another_start
         finally:
             in_flight[org] -= 1
 
-    stack = contextlib.ExitStack()
-    url = await asyncio.to_thread(stack.enter_context, postgres_database(POSTGRES_URL, "threadline_fair_share"))
     started: list[asyncio.subprocess.Process] = []
     drains: list[asyncio.Task[bytes]] = []
-    try:
-        async with FakeOpenAI(responder=model_answer, record_requests=False) as model:
-            env = os.environ | {
-                "THREADLINE_DATABASE_URL": url,
-                "THREADLINE_EXECUTOR": "queue",
-                "THREADLINE_DATABASE_POOL_SIZE": "4",
-                "THREADLINE_LOG_FORMAT": "text",
-                "THREADLINE_OPENAI_API_KEY": "sk-test",
-                "THREADLINE_OPENAI_BASE_URL": model.base_url,
-                "THREADLINE_DATA_DIR": str(tmp_path / "data"),
-                "THREADLINE_SECRET_KEY": "fair share test key",
-            }
-            await _run(env, "migrate")
-            busy, other = await _key(env, "Busy"), await _key(env, "Other")
-            await _run(env, "orgs", "set-limits", "busy", "--max-concurrent-runs", "2")
-            port = _free_port()
-            started.append(
-                await _start(env, "serve", "--no-migrate", "--port", str(port), ready="startup complete", drains=drains)
-            )
-            started += [await _start(env, "worker", ready="Starting worker", drains=drains) for _ in range(2)]
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-                runs = []
-                for index in range(5):
-                    thread = await _thread(http, busy)
-                    created = await http.post(f"/v1/threads/{thread}/runs", json={"input": f"A{index}"}, headers=busy)
-                    runs.append(created.json()["id"])
-                thread = await _thread(http, other)
-                await http.post(f"/v1/threads/{thread}/runs", json={"input": "B0"}, headers=other)
-                await asyncio.wait_for(arrived.wait(), 30)  # B's run reached the model while A's wait
-                statuses = Counter([(await http.get(f"/v1/runs/{run}", headers=busy)).json()["status"] for run in runs])
-                assert statuses == {"in_progress": 2, "queued": 3}
-                gate.set()
-                ended = [(await http.get(f"/v1/runs/{run}/events", headers=busy)).status_code for run in runs]
-                final = [(await http.get(f"/v1/runs/{run}", headers=busy)).json()["status"] for run in runs]
-            assert ended == [200] * 5 and final == ["completed"] * 5
-            assert most["A"] == 2
-    finally:
-        for process in started:
-            if process.returncode is None:
-                process.terminate()
-        await asyncio.gather(*(asyncio.wait_for(p.wait(), 30) for p in started), *drains, return_exceptions=True)
-        await asyncio.to_thread(stack.close)
+    async with off_the_loop(postgres_database(POSTGRES_URL, "threadline_fair_share")) as url:
+        try:
+            async with FakeOpenAI(responder=model_answer, record_requests=False) as model:
+                env = os.environ | {
+                    "THREADLINE_DATABASE_URL": url,
+                    "THREADLINE_EXECUTOR": "queue",
+                    "THREADLINE_DATABASE_POOL_SIZE": "4",
+                    "THREADLINE_LOG_FORMAT": "text",
+                    "THREADLINE_OPENAI_API_KEY": "sk-test",
+                    "THREADLINE_OPENAI_BASE_URL": model.base_url,
+                    "THREADLINE_DATA_DIR": str(tmp_path / "data"),
+                    "THREADLINE_SECRET_KEY": "fair share test key",
+                }
+                await _run(env, "migrate")
+                busy, other = await _key(env, "Busy"), await _key(env, "Other")
+                await _run(env, "orgs", "set-limits", "busy", "--max-concurrent-runs", "2")
+                port = free_port()
+                started.append(
+                    await _start(
+                        env, "serve", "--no-migrate", "--port", str(port), ready="Uvicorn running on", drains=drains
+                    )
+                )
+                started += [await _start(env, "worker", ready="Starting worker", drains=drains) for _ in range(2)]
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+                    runs = []
+                    for index in range(5):
+                        thread = await _thread(http, busy)
+                        created = await http.post(
+                            f"/v1/threads/{thread}/runs", json={"input": f"A{index}"}, headers=busy
+                        )
+                        runs.append(created.json()["id"])
+                    thread = await _thread(http, other)
+                    await http.post(f"/v1/threads/{thread}/runs", json={"input": "B0"}, headers=other)
+                    await asyncio.wait_for(arrived.wait(), 30)  # B's run reached the model while A's wait
+                    statuses = Counter(
+                        [(await http.get(f"/v1/runs/{run}", headers=busy)).json()["status"] for run in runs]
+                    )
+                    assert statuses == {"in_progress": 2, "queued": 3}
+                    gate.set()
+                    ended = [(await http.get(f"/v1/runs/{run}/events", headers=busy)).status_code for run in runs]
+                    final = [(await http.get(f"/v1/runs/{run}", headers=busy)).json()["status"] for run in runs]
+                assert ended == [200] * 5 and final == ["completed"] * 5
+                assert most["A"] == 2
+        finally:
+            for process in started:
+                if process.returncode is None:
+                    process.terminate()
+            await asyncio.gather(*(asyncio.wait_for(p.wait(), 30) for p in started), *drains, return_exceptions=True)

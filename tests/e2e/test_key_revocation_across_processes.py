@@ -5,7 +5,6 @@ a key revoked through either is refused by the other long before its verified ke
 import asyncio
 import contextlib
 import os
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from infrastructure.security.key_revocations import CHANNEL
 from infrastructure.settings import Settings
 from tests.conftest import Tenant
 from tests.databases import backend
+from tests.servers import free_port
 
 pytestmark = pytest.mark.skipif(
     backend() != "postgresql", reason="several processes on one database: PostgreSQL (THREADLINE_TEST_POSTGRES_URL)"
@@ -33,17 +33,11 @@ PATIENCE_SECONDS = 10.0
 """How long the other process may take to refuse the key: well under the time it keeps a verified key (30 s)."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 async def other_process(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
     """`threadline serve` on the suite's database: another process of the same deployment."""
     assert settings.api_key_cache_seconds > PATIENCE_SECONDS
-    port = _free_port()
+    port = free_port()
     env = os.environ | {
         "THREADLINE_DATABASE_URL": settings.database_url,
         "THREADLINE_DATABASE_POOL_SIZE": "2",
@@ -60,7 +54,7 @@ async def other_process(settings: Settings, tmp_path_factory: pytest.TempPathFac
     try:
         while line := (await asyncio.wait_for(process.stderr.readline(), 60)).decode():
             log.append(line)
-            if "Application startup complete" in line:
+            if "Uvicorn running on" in line:
                 break
         else:
             pytest.fail("threadline serve exited before it started:\n" + "".join(log))

@@ -5,7 +5,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from tests.conftest import Tenant
 from tests.databases import fresh_database, off_the_loop
 from tests.e2e.runs import agent_and_thread, settle
 from tests.fakes.openai_server import FakeOpenAI, echo_text
+from tests.servers import free_port
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
 
@@ -45,12 +45,6 @@ async def test_the_run_a_request_creates_carries_its_id(client: httpx.AsyncClien
     assert [run["request_id"] for run in listed.json()["data"]] == ["req-run-1"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _threadline(env: dict[str, str], *args: str) -> str:
     process = await asyncio.create_subprocess_exec(THREADLINE, *args, env=env, stdout=asyncio.subprocess.PIPE)
     out, _ = await process.communicate()
@@ -70,12 +64,12 @@ async def test_the_log_lines_of_a_request_and_of_its_run_carry_its_id(tmp_path: 
         await _threadline(env, "migrate")
         key = re.search(r"(tl_\S+)", await _threadline(env, "orgs", "create", "Logged"))
         assert key is not None
-        port = _free_port()
+        port = free_port()
         server = await asyncio.create_subprocess_exec(
             THREADLINE, "serve", "--no-migrate", "--port", str(port), env=env, stderr=asyncio.subprocess.PIPE
         )
         assert server.stderr is not None
-        while b"Application startup complete" not in await server.stderr.readline():
+        while b"Uvicorn running on" not in await server.stderr.readline():
             pass
         drain = asyncio.create_task(server.stderr.read())
         headers = {"Authorization": f"Bearer {key.group(1)}"}

@@ -49,7 +49,7 @@ async def _stop_while_following(tmp_path: Path, url: str) -> None:
             THREADLINE, "serve", "--no-migrate", "--port", str(port), env=env, stderr=asyncio.subprocess.PIPE
         )
         assert server.stderr is not None
-        while b"Application startup complete" not in await server.stderr.readline():
+        while b"Uvicorn running on" not in await server.stderr.readline():
             pass
         drain = asyncio.create_task(server.stderr.read())  # the log must never fill its pipe
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as http:

@@ -129,7 +129,7 @@ async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
             ports = [free_port(), free_port()]
             starting = [
                 *(
-                    _start(f"api-{i}", env, "serve", "--no-migrate", "--port", str(port), ready="Application startup complete")
+                    _start(f"api-{i}", env, "serve", "--no-migrate", "--port", str(port), ready="Uvicorn running on")
                     for i, port in enumerate(ports)
                 ),
                 *(_start(f"worker-{i}", env, "worker", ready="Starting worker") for i in range(2)),
@@ -258,7 +258,7 @@ async def test_a_new_api_process_started_next_to_a_live_one_leaves_its_runs_alon
                 port_a, port_b = free_port(), free_port()
                 args = ("serve", "--no-migrate", "--port")
                 api_a = asyncio.create_task(
-                    _start("api-a", env, *args, str(port_a), ready="Application startup complete")
+                    _start("api-a", env, *args, str(port_a), ready="Uvicorn running on")
                 )
                 try:
                     headers = await _organization(env, migrate=False)  # while A starts
@@ -275,7 +275,7 @@ async def test_a_new_api_process_started_next_to_a_live_one_leaves_its_runs_alon
                         )
                         runs.append(created.json()["id"])
                     await asyncio.wait_for(asyncio.gather(*(h.received.wait() for h in held)), 30)  # all at the model
-                    started.append(await _start("api-b", env, *args, str(port_b), ready="Application startup complete"))
+                    started.append(await _start("api-b", env, *args, str(port_b), ready="Uvicorn running on"))
                     for reply in held:
                         reply.release()
                     streams = [await a.get(f"/v1/runs/{run_id}/events", headers=headers) for run_id in runs]

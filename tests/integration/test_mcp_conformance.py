@@ -169,7 +169,7 @@ def threadline_server(directory: Path) -> Iterator[Threadline]:
         assert server.stderr is not None
         for line in server.stderr:  # blocks until the server says it is up (or exits)
             log.append(line.rstrip())
-            if "Application startup complete" in line:
+            if "Uvicorn running on" in line:
                 break
         else:
             pytest.fail("threadline serve exited before starting:\n" + "\n".join(log), pytrace=False)
