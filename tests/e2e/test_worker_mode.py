@@ -257,9 +257,7 @@ async def test_a_new_api_process_started_next_to_a_live_one_leaves_its_runs_alon
                 await _run(env, "migrate")
                 port_a, port_b = free_port(), free_port()
                 args = ("serve", "--no-migrate", "--port")
-                api_a = asyncio.create_task(
-                    _start("api-a", env, *args, str(port_a), ready="Uvicorn running on")
-                )
+                api_a = asyncio.create_task(_start("api-a", env, *args, str(port_a), ready="Uvicorn running on"))
                 try:
                     headers = await _organization(env, migrate=False)  # while A starts
                 finally:
