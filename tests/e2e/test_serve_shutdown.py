@@ -39,6 +39,7 @@ async def _stop_while_following(tmp_path: Path, url: str) -> None:
             "THREADLINE_OPENAI_BASE_URL": model.base_url,
             "THREADLINE_DATA_DIR": str(tmp_path / "data"),
             "THREADLINE_SHUTDOWN_GRACE_SECONDS": "5",
+            "THREADLINE_MAX_CONCURRENT_RUNS": "1",  # a second run waits for the first one's slot
         }
         await _threadline(env, "migrate")
         key = re.search(r"(tl_\S+)", await _threadline(env, "orgs", "create", "Stopping"))
@@ -51,11 +52,24 @@ async def _stop_while_following(tmp_path: Path, url: str) -> None:
         assert server.stderr is not None
         while b"Uvicorn running on" not in await server.stderr.readline():
             pass
-        drain = asyncio.create_task(server.stderr.read())  # the log must never fill its pipe
+        log: list[bytes] = []
+
+        async def read_log(until: bytes | None = None) -> None:
+            assert server.stderr is not None
+            while line := await server.stderr.readline():
+                log.append(line)
+                if until is not None and until in line:
+                    return
+
+        # The log must never fill its pipe; read up to where the server's resources close.
+        closing = asyncio.create_task(read_log(until=b"Waiting for application shutdown"))
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as http:
             agent = await http.post("/v1/agents", json={"name": "Slow", "model": "gpt-test"})
             thread = await http.post("/v1/threads", json={"agent_id": agent.json()["id"]})
             run = await http.post(f"/v1/threads/{thread.json()['id']}/runs", json={"input": "think"})
+            other = await http.post("/v1/threads", json={"agent_id": agent.json()["id"]})
+            waiting = await http.post(f"/v1/threads/{other.json()['id']}/runs", json={"input": "next"})
+            assert waiting.json()["status"] == "queued"
             async with http.stream("GET", f"/v1/runs/{run.json()['id']}/events") as stream:
                 lines = stream.aiter_lines()
                 while "message.delta" not in await anext(lines):  # the run is live, the model holds
@@ -64,12 +78,16 @@ async def _stop_while_following(tmp_path: Path, url: str) -> None:
                 server.send_signal(signal.SIGTERM)
                 rest = [line async for line in lines]  # returns when the server ends the stream
                 ended_after = time.monotonic() - stopped_at
+        await asyncio.wait_for(closing, 10)
+        held.release()  # in the grace period: the first run ends, and the one waiting for its slot starts
+        drain = asyncio.create_task(read_log())
         # uvicorn ends by raising the signal it caught again, once it has shut down cleanly
         assert await asyncio.wait_for(server.wait(), 10) == -signal.SIGTERM
         exited_after = time.monotonic() - stopped_at
-        log = (await drain).decode()
-        held.release()
+        await drain
+        text = b"".join(log).decode()
     assert ended_after < 2, f"the stream ended {ended_after:.1f} s after SIGTERM"
     assert exited_after < 5 + 2, f"the server exited {exited_after:.1f} s after SIGTERM"
     assert not any("run.completed" in line for line in rest)
-    assert "Application shutdown complete" in log and "Traceback" not in log
+    assert "Application shutdown complete" in text and "Traceback" not in text
+    assert "run execution crashed" not in text
