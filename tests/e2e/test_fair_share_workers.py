@@ -56,12 +56,15 @@ async def _thread(http: httpx.AsyncClient, headers: dict[str, str]) -> str:
 async def test_two_workers_keep_an_organization_to_its_limit_while_another_starts_at_once(tmp_path: Path) -> None:
     assert POSTGRES_URL is not None
     gate, arrived, in_flight, most = asyncio.Event(), asyncio.Event(), Counter[str](), Counter[str]()
+    two_of_a = asyncio.Event()  # org A's limit is reached at the model
 
     async def model_answer(body: dict[str, object]) -> TextReply:
         text = str([m for m in body["messages"] if m["role"] == "user"][-1]["content"])  # type: ignore[attr-defined]
         org = text[0]
         in_flight[org] += 1
         most[org] = max(most[org], in_flight[org])
+        if org == "A" and in_flight[org] == 2:
+            two_of_a.set()
         try:
             if org == "B":
                 arrived.set()
@@ -107,6 +110,7 @@ async def test_two_workers_keep_an_organization_to_its_limit_while_another_start
                     thread = await _thread(http, other)
                     await http.post(f"/v1/threads/{thread}/runs", json={"input": "B0"}, headers=other)
                     await asyncio.wait_for(arrived.wait(), 30)  # B's run reached the model while A's wait
+                    await asyncio.wait_for(two_of_a.wait(), 30)  # both of A's slots are at the model
                     statuses = Counter(
                         [(await http.get(f"/v1/runs/{run}", headers=busy)).json()["status"] for run in runs]
                     )
