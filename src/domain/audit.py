@@ -32,6 +32,7 @@ class AuditAction(StrEnum):
     PROMPT_TEMPLATE_CREATED = "prompt_template.created"
     PROMPT_TEMPLATE_UPDATED = "prompt_template.updated"
     PROMPT_TEMPLATE_DELETED = "prompt_template.deleted"
+    ORGANIZATION_CREATED = "organization.created"
     LIMITS_CHANGED = "organization.limits_changed"
 
     @property

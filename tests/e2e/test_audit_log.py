@@ -152,6 +152,8 @@ class Walk:
     written: list[list[Json]]
     """The events each action added, in ADMIN_ACTIONS' order."""
     admin_key_id: str
+    opening: list[Json]
+    """The log as it was before the first action: the organization's creation."""
 
 
 @pytest.fixture
@@ -159,19 +161,28 @@ async def walk(client: httpx.AsyncClient, tenant: Tenant, mcp_server: FakeMcpSer
     """The admin routes, one after the other, with the log read after each."""
     admin = Admin(client, tenant, mcp_server.url, {})
     written: list[list[Json]] = []
-    seen = 0
+    opening = await events(client, tenant)
+    seen = len(opening)
     for step, _, _ in ADMIN_ACTIONS:
         await step(admin)
         log = await events(client, tenant)
         written.append(log[seen:])
         seen = len(log)
     me = (await client.get("/v1/me", headers=tenant.admin)).json()
-    return Walk(admin, written, me["api_key_id"])
+    return Walk(admin, written, me["api_key_id"], opening)
 
 
 async def test_every_admin_action_writes_exactly_one_event(walk: Walk) -> None:
     assert [len(added) for added in walk.written] == [1] * len(ADMIN_ACTIONS)
     assert [added[0]["action"] for added in walk.written] == [action for _, action, _ in ADMIN_ACTIONS]
+
+
+async def test_the_log_opens_with_the_operator_creating_the_organization(tenant: Tenant, walk: Walk) -> None:
+    (event,) = walk.opening
+    assert (event["action"], event["object_id"], event["actor_key_id"]) == ("organization.created", tenant.id, None)
+    changed = {c["field"]: c["new"] for c in event["changes"]}
+    assert changed["slug"] == tenant.slug and changed["first_admin_key_id"] == walk.admin_key_id
+    assert tenant.admin["Authorization"].removeprefix("Bearer ") not in json.dumps(event)
 
 
 async def test_each_event_says_who_changed_which_object_and_what_changed(walk: Walk) -> None:
@@ -220,7 +231,7 @@ async def test_another_organization_sees_none_of_the_events(
     client: httpx.AsyncClient, make_tenant: MakeTenant, walk: Walk
 ) -> None:
     other = await make_tenant("Other")
-    assert await events(client, other) == []
+    assert [(e["action"], e["object_id"]) for e in await events(client, other)] == [("organization.created", other.id)]
     assert await events(client, other, object_id=walk.admin.ids["integration"]) == []
 
 

@@ -1,13 +1,13 @@
 from dataclasses import dataclass
 
-from application.audit import record_admin_action
+from application.audit import plain, record_admin_action
 from application.caller import Caller
 from application.errors import OrganizationNotFound, SlugTaken
 from application.ports.persistence import UnitOfWork
 from application.ports.security import KeyHasher
 from application.ports.system import Clock, IdGenerator
 from domain.api_keys import ApiKey, Role
-from domain.audit import AuditAction, changes_between
+from domain.audit import AuditAction, changes_between, created
 from domain.ids import ApiKeyId, OrgId
 from domain.organizations import ORG_NAME_MAX, Organization
 from domain.text import require_name, slugify
@@ -55,6 +55,13 @@ class CreateOrganization:
                 raise SlugTaken(f"an organization with slug {org.slug!r} already exists")
             await uow.organizations.add(org)
             await uow.api_keys.add(key)
+            # The operator's act, the first event of the organization's log (the key's secret is not in it).
+            first_key = {"first_admin_key_id": key.id, "first_admin_key_name": key.name}
+            after = {"name": org.name, "slug": org.slug, **first_key}
+            changes = created({name: plain(value) for name, value in after.items()})
+            await record_admin_action(
+                uow, Caller.operator(org.id), AuditAction.ORGANIZATION_CREATED, org.id, changes, at=now
+            )
             await uow.commit()
         return CreatedOrganization(organization=org, admin_key=key, admin_key_plaintext=minted.plaintext)
 
