@@ -13,6 +13,7 @@ import httpx
 from tests.conftest import Tenant
 from tests.databases import fresh_database, off_the_loop
 from tests.e2e.runs import agent_and_thread, settle
+from tests.e2e.test_mcp_server import mcp_client, publish_agent
 from tests.fakes.openai_server import FakeOpenAI, echo_text
 from tests.servers import free_port
 
@@ -91,3 +92,15 @@ async def test_the_log_lines_of_a_request_and_of_its_run_carry_its_id(tmp_path: 
     assert any("chat/completions" in line["message"] for line in tagged), messages  # the run's model call
     others = [line for line in lines if "POST /v1/agents" in line["message"]]
     assert others and all(line.get("request_id") not in (None, "req-logged-1") for line in others)
+
+
+async def test_the_run_an_mcp_tool_call_creates_carries_the_requests_id(
+    client: httpx.AsyncClient, live_url: str, tenant: Tenant
+) -> None:
+    await publish_agent(client, tenant)
+    caller = Tenant(id=tenant.id, slug=tenant.slug, admin=tenant.admin | {"X-Request-Id": "mcp-call-7"})
+    async with mcp_client(live_url, caller) as session:
+        result = await session.call_tool("echo-bot", {"input": "Say hi"})
+    assert result.is_error is False and result.meta is not None
+    run = (await client.get(f"/v1/runs/{result.meta['threadline/run_id']}", headers=tenant.admin)).json()
+    assert run["request_id"] == "mcp-call-7"
