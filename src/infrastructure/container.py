@@ -100,7 +100,7 @@ from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
 from infrastructure.mcp_server.endpoint import McpEndpoint
 from infrastructure.mcp_server.host_check import HostCheck
 from infrastructure.mcp_server.server import PublishingServer
-from infrastructure.metrics import MeteredLanguageModel, Metrics
+from infrastructure.metrics import MeteredLanguageModel, MeteredRunExecution, Metrics
 from infrastructure.native_tools.commands import OperatorCommandRunner
 from infrastructure.native_tools.python_sandbox import SubprocessPythonSandbox
 from infrastructure.native_tools.web_page import HttpWebPageReader
@@ -334,7 +334,10 @@ class Container(containers.DeclarativeContainer):
     )
     # A sub-agent's run executes through AskAgent, which executes runs: ExecuteRun gets its collaborators below.
     execute_run = providers.Factory(ExecuteRun)
-    ask_agent = providers.Factory(AskAgent, uow=uow, clock=clock, ids=ids, bus=run_event_bus, runs=execute_run.provider)
+    metered_execute_run = providers.Factory(MeteredRunExecution, execute_run, metrics)  # every run is counted
+    ask_agent = providers.Factory(
+        AskAgent, uow=uow, clock=clock, ids=ids, bus=run_event_bus, runs=metered_execute_run.provider
+    )
     tool_handlers = providers.Dict(
         {
             ToolType.MCP_PROMPT: providers.Factory(McpPromptRetrieval, get_prompt=get_mcp_prompt),
@@ -370,11 +373,11 @@ class Container(containers.DeclarativeContainer):
         tracer=tracer,
     )
     run_executor = resources.Background(
-        resources.run_executor, settings, execute_run.provider, metrics=metrics, org_limits=org_limits
+        resources.run_executor, settings, metered_execute_run.provider, org_limits=org_limits
     )
     worker_runs = providers.Singleton(
         WorkerRuns,
-        providers.Callable(resources.executing, execute_run.provider, metrics),
+        providers.Callable(resources.executing, metered_execute_run.provider),
         providers.Singleton(RunAdmission, database, default_limit=settings.provided.org_max_concurrent_runs),
     )
     create_run = providers.Factory(

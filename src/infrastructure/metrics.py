@@ -12,6 +12,8 @@ from prometheus_client.exposition import generate_latest
 
 from application.ports.llm import LanguageModel, ModelRequest, ModelResponse, TextListener
 from application.ports.mcp import McpGateway, McpResourceContent, McpTarget, McpToolResult
+from application.runs.execute_run import ExecuteRun
+from domain.ids import OrgId, RunId
 from domain.mcp_prompts import PromptResult
 from domain.runs import Run
 
@@ -111,6 +113,23 @@ class Metrics:
             self.runs_finished.labels(status).inc()
             if run.started_at is not None:
                 self.run_duration.labels(status).observe(max(0.0, (run.ended_at - run.started_at).total_seconds()))
+
+
+class MeteredRunExecution:
+    """A run's execution, counted: whoever executes it (the executor, a worker, a delegating run, an /mcp call)."""
+
+    def __init__(self, execute_run: ExecuteRun, metrics: Metrics) -> None:
+        self._execute_run, self._metrics = execute_run, metrics
+
+    async def execute(self, org_id: OrgId, run_id: RunId, *, depth: int = 0) -> Run:
+        since = time.time()
+        self._metrics.runs_executing.inc()
+        try:
+            run = await self._execute_run.execute(org_id, run_id, depth=depth)
+        finally:
+            self._metrics.runs_executing.dec()
+        self._metrics.run_executed(run, since)
+        return run
 
 
 class MeteredLanguageModel:

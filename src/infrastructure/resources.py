@@ -5,7 +5,6 @@ Each resource is built on first use (a CLI command builds only what it uses) and
 the prompt directory watch), then the rest.
 """
 
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, cast
 
@@ -17,7 +16,7 @@ from application.loaded_integrations import LoadedIntegrations
 from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.mcp import McpGateway
 from application.ports.tracing import Tracer
-from application.runs.execute_run import ExecuteRun
+from application.runs.execute_run import RunExecution
 from domain.ids import OrgId, RunId
 from infrastructure.execution import job_queue
 from infrastructure.execution.event_bus import InMemoryRunEventBus
@@ -120,18 +119,9 @@ async def mcp_gateway(metrics: Metrics, loaded: LoadedIntegrations, **settings: 
         await gateway.close()
 
 
-def executing(
-    execute_run: Callable[[], ExecuteRun], metrics: Metrics
-) -> Callable[[OrgId, RunId], Coroutine[object, None, object]]:
+def executing(runs: Callable[[], RunExecution]) -> Callable[[OrgId, RunId], Coroutine[object, None, object]]:
     async def execute(org_id: OrgId, run_id: RunId) -> object:
-        since = time.time()
-        metrics.runs_executing.inc()
-        try:
-            run = await execute_run().execute(org_id, run_id)  # a fresh ExecuteRun per run: they are cheap
-        finally:
-            metrics.runs_executing.dec()
-        metrics.run_executed(run, since)
-        return run
+        return await runs().execute(org_id, run_id)  # a fresh execution per run: they are cheap
 
     return execute
 
@@ -147,7 +137,7 @@ def org_concurrency(limits: OrgLimits) -> Callable[[OrgId], Awaitable[int]]:
 
 
 async def run_executor(
-    settings: Settings, execute_run: Callable[[], ExecuteRun], *, metrics: Metrics, org_limits: OrgLimits
+    settings: Settings, runs: Callable[[], RunExecution], *, org_limits: OrgLimits
 ) -> AsyncIterator[RunExecutor]:
     """In worker mode, the job queue (a worker process takes its jobs from the same object); else this process."""
     if settings.executor is Executor.QUEUE:
@@ -158,7 +148,7 @@ async def run_executor(
         return
     async with holding_runs(settings.database_url):  # other processes leave this one's runs alone
         executor = InProcessRunExecutor(
-            executing(execute_run, metrics),
+            executing(runs),
             concurrency=settings.max_concurrent_runs,
             org_limit=org_concurrency(org_limits),
         )

@@ -119,3 +119,22 @@ async def test_a_made_up_http_method_is_counted_as_other(
     methods = {dict(labels)["method"] for name, labels in samples if name == "threadline_http_requests_total"}
     assert "OTHER" in methods
     assert not methods & {"BREW", "WHEN"}
+
+
+async def test_a_sub_agents_run_is_counted_like_any_other(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, metrics_token: str
+) -> None:
+    researcher = (
+        await client.post("/v1/agents", json={"name": "Researcher", "model": "gpt-test"}, headers=tenant.admin)
+    ).json()
+    _, thread = await agent_and_thread(client, tenant, name="Lead", sub_agent_ids=[researcher["id"]])
+    before = await scrape(client)
+    openai.reply_tool_calls(FakeToolCall("agent__researcher", {"input": "Find the capital of Peru"}))
+    openai.reply_text("Lima.")  # the researcher's answer, in a run of its own
+    openai.reply_text("The researcher says: Lima.")
+    run = await settle(client, tenant, (await start(client, tenant, thread, input="Capital of Peru?"))["id"])
+    assert run["status"] == "completed"
+    after = await scrape(client)
+    assert value(after, "threadline_runs_started_total") - value(before, "threadline_runs_started_total") == 2
+    finished = "threadline_runs_finished_total"
+    assert value(after, finished, status="completed") - value(before, finished, status="completed") == 2

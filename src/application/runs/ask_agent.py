@@ -8,7 +8,7 @@ from application.ports.execution import RunEventBus
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from application.runs.events import store_ending
-from application.runs.execute_run import ExecuteRun
+from application.runs.execute_run import RunExecution
 from application.runs.queueing import new_thread, queue_run
 from domain.agents import Agent
 from domain.ids import RunId
@@ -47,7 +47,7 @@ class AskAgent:
     client tools is cancelled, since no client is there to run them."""
 
     def __init__(
-        self, uow: UnitOfWork, clock: Clock, ids: IdGenerator, bus: RunEventBus, runs: Callable[[], ExecuteRun]
+        self, uow: UnitOfWork, clock: Clock, ids: IdGenerator, bus: RunEventBus, runs: Callable[[], RunExecution]
     ) -> None:
         self._uow, self._clock, self._ids, self._bus, self._runs = uow, clock, ids, bus, runs
 

@@ -3,6 +3,7 @@
 import asyncio
 import logging
 from collections.abc import Awaitable
+from typing import Protocol
 
 from application.errors import LeaseLost, ModelError, StorageUnavailable
 from application.ports.execution import HANDED_BACK, INTERRUPTED
@@ -17,6 +18,12 @@ from domain.runs import Run, RunErrorCode, RunStatus
 
 logger = logging.getLogger(__name__)
 STORAGE_FAILURE = "the database became unavailable while the run was executing"
+
+
+class RunExecution(Protocol):
+    """What executes a run: ExecuteRun itself, or ExecuteRun wrapped (counted in the metrics)."""
+
+    async def execute(self, org_id: OrgId, run_id: RunId, *, depth: int = 0) -> Run: ...
 
 
 class ExecuteRun:
