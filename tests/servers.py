@@ -1,8 +1,9 @@
 """Real `threadline serve` processes for the tests that need one (kill -9, SIGTERM, fuzzing over HTTP), and a
-free port on 127.0.0.1 for anything a test starts."""
+free port on 127.0.0.1 for anything a test starts; the `threadline` command line for the set-up around them."""
 
 import asyncio
 import contextlib
+import re
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -12,6 +13,23 @@ import pytest
 
 THREADLINE = str(Path(sys.executable).with_name("threadline"))
 STARTED = "Uvicorn running on"
+
+
+async def threadline(env: dict[str, str], *args: str) -> str:
+    """A `threadline` command, which must succeed: what it printed."""
+    process = await asyncio.create_subprocess_exec(
+        THREADLINE, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, f"threadline {' '.join(args)} failed:\n{err.decode()}"
+    return out.decode()
+
+
+async def organization_headers(env: dict[str, str], name: str) -> dict[str, str]:
+    """`threadline orgs create NAME`: the auth header of its first admin key."""
+    key = re.search(r"(tl_\S+)", await threadline(env, "orgs", "create", name))
+    assert key is not None
+    return {"Authorization": f"Bearer {key.group(1)}"}
 
 
 def free_port() -> int:

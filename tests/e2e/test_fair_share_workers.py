@@ -3,8 +3,6 @@ PostgreSQL database. An organization's limit holds for the deployment, not per w
 
 import asyncio
 import os
-import re
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -13,21 +11,11 @@ import pytest
 
 from tests.databases import POSTGRES_URL, backend, off_the_loop, postgres_database
 from tests.fakes.openai_server import FakeOpenAI, TextReply
-from tests.servers import free_port
+from tests.servers import THREADLINE, free_port, organization_headers, threadline
 
 pytestmark = pytest.mark.skipif(
     backend() != "postgresql", reason="worker mode needs PostgreSQL (set THREADLINE_TEST_POSTGRES_URL)"
 )
-THREADLINE = str(Path(sys.executable).with_name("threadline"))
-
-
-async def _run(env: dict[str, str], *args: str) -> str:
-    process = await asyncio.create_subprocess_exec(
-        THREADLINE, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await process.communicate()
-    assert process.returncode == 0, err.decode()
-    return out.decode()
 
 
 async def _start(
@@ -39,12 +27,6 @@ async def _start(
         assert line, f"threadline {args[0]} exited before it was ready"
     drains.append(asyncio.create_task(process.stderr.read()))  # the log must never fill its pipe
     return process
-
-
-async def _key(env: dict[str, str], name: str) -> dict[str, str]:
-    key = re.search(r"(tl_\S+)", await _run(env, "orgs", "create", name))
-    assert key is not None
-    return {"Authorization": f"Bearer {key.group(1)}"}
 
 
 async def _thread(http: httpx.AsyncClient, headers: dict[str, str]) -> str:
@@ -89,9 +71,9 @@ async def test_two_workers_keep_an_organization_to_its_limit_while_another_start
                     "THREADLINE_DATA_DIR": str(tmp_path / "data"),
                     "THREADLINE_SECRET_KEY": "fair share test key",
                 }
-                await _run(env, "migrate")
-                busy, other = await _key(env, "Busy"), await _key(env, "Other")
-                await _run(env, "orgs", "set-limits", "busy", "--max-concurrent-runs", "2")
+                await threadline(env, "migrate")
+                busy, other = await organization_headers(env, "Busy"), await organization_headers(env, "Other")
+                await threadline(env, "orgs", "set-limits", "busy", "--max-concurrent-runs", "2")
                 port = free_port()
                 started.append(
                     await _start(

@@ -5,7 +5,6 @@ import asyncio
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import httpx
@@ -15,9 +14,7 @@ from tests.databases import fresh_database, off_the_loop
 from tests.e2e.runs import agent_and_thread, settle
 from tests.e2e.test_mcp_server import mcp_client, publish_agent
 from tests.fakes.openai_server import FakeOpenAI, echo_text
-from tests.servers import free_port
-
-THREADLINE = str(Path(sys.executable).with_name("threadline"))
+from tests.servers import THREADLINE, free_port, organization_headers, threadline
 
 
 async def test_a_request_without_an_id_gets_one_in_the_header(client: httpx.AsyncClient) -> None:
@@ -46,13 +43,6 @@ async def test_the_run_a_request_creates_carries_its_id(client: httpx.AsyncClien
     assert [run["request_id"] for run in listed.json()["data"]] == ["req-run-1"]
 
 
-async def _threadline(env: dict[str, str], *args: str) -> str:
-    process = await asyncio.create_subprocess_exec(THREADLINE, *args, env=env, stdout=asyncio.subprocess.PIPE)
-    out, _ = await process.communicate()
-    assert process.returncode == 0
-    return out.decode()
-
-
 async def test_the_log_lines_of_a_request_and_of_its_run_carry_its_id(tmp_path: Path) -> None:
     async with off_the_loop(fresh_database(tmp_path)) as url, FakeOpenAI(responder=echo_text) as model:
         env = os.environ | {
@@ -62,9 +52,8 @@ async def test_the_log_lines_of_a_request_and_of_its_run_carry_its_id(tmp_path: 
             "THREADLINE_OPENAI_BASE_URL": model.base_url,
             "THREADLINE_DATA_DIR": str(tmp_path / "data"),
         }
-        await _threadline(env, "migrate")
-        key = re.search(r"(tl_\S+)", await _threadline(env, "orgs", "create", "Logged"))
-        assert key is not None
+        await threadline(env, "migrate")
+        headers = await organization_headers(env, "Logged")
         port = free_port()
         server = await asyncio.create_subprocess_exec(
             THREADLINE, "serve", "--no-migrate", "--port", str(port), env=env, stderr=asyncio.subprocess.PIPE
@@ -73,7 +62,6 @@ async def test_the_log_lines_of_a_request_and_of_its_run_carry_its_id(tmp_path: 
         while b"Uvicorn running on" not in await server.stderr.readline():
             pass
         drain = asyncio.create_task(server.stderr.read())
-        headers = {"Authorization": f"Bearer {key.group(1)}"}
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as http:
             agent = await http.post("/v1/agents", json={"name": "Logged", "model": "gpt-test"})
             thread = await http.post("/v1/threads", json={"agent_id": agent.json()["id"]})

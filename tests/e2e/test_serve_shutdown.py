@@ -2,9 +2,7 @@
 
 import asyncio
 import os
-import re
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -12,16 +10,7 @@ import httpx
 
 from tests.databases import fresh_database, off_the_loop
 from tests.fakes.openai_server import FakeOpenAI
-from tests.servers import free_port
-
-THREADLINE = str(Path(sys.executable).with_name("threadline"))
-
-
-async def _threadline(env: dict[str, str], *args: str) -> str:
-    process = await asyncio.create_subprocess_exec(THREADLINE, *args, env=env, stdout=asyncio.subprocess.PIPE)
-    out, _ = await process.communicate()
-    assert process.returncode == 0
-    return out.decode()
+from tests.servers import THREADLINE, free_port, organization_headers, threadline
 
 
 async def test_sigterm_ends_open_event_streams_and_the_server_exits_within_its_grace(tmp_path: Path) -> None:
@@ -41,10 +30,8 @@ async def _stop_while_following(tmp_path: Path, url: str) -> None:
             "THREADLINE_SHUTDOWN_GRACE_SECONDS": "5",
             "THREADLINE_MAX_CONCURRENT_RUNS": "1",  # a second run waits for the first one's slot
         }
-        await _threadline(env, "migrate")
-        key = re.search(r"(tl_\S+)", await _threadline(env, "orgs", "create", "Stopping"))
-        assert key is not None
-        headers = {"Authorization": f"Bearer {key.group(1)}"}
+        await threadline(env, "migrate")
+        headers = await organization_headers(env, "Stopping")
         port = free_port()
         server = await asyncio.create_subprocess_exec(
             THREADLINE, "serve", "--no-migrate", "--port", str(port), env=env, stderr=asyncio.subprocess.PIPE

@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -24,12 +23,11 @@ from tests.e2e.runs import sse_events
 from tests.e2e.test_mcp_server import create_template, mcp_client
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, echo_text
-from tests.servers import free_port
+from tests.servers import THREADLINE, free_port, organization_headers, threadline
 
 pytestmark = pytest.mark.skipif(
     backend() != "postgresql", reason="worker mode needs PostgreSQL (set THREADLINE_TEST_POSTGRES_URL)"
 )
-THREADLINE = str(Path(sys.executable).with_name("threadline"))
 LOST_SECONDS = 4
 
 
@@ -71,15 +69,6 @@ class Deployment:
     env: dict[str, str]
 
 
-async def _run(env: dict[str, str], *args: str) -> str:
-    process = await asyncio.create_subprocess_exec(
-        THREADLINE, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await process.communicate()
-    assert process.returncode == 0, err.decode()
-    return out.decode()
-
-
 async def _start(name: str, env: dict[str, str], *args: str, ready: str) -> Process:
     process = await asyncio.create_subprocess_exec(THREADLINE, *args, env=env, stderr=asyncio.subprocess.PIPE)
     started = Process(name, process)
@@ -108,10 +97,8 @@ def _environment(url: str, model: FakeOpenAI, data_dir: Path, executor: str) -> 
 async def _organization(env: dict[str, str], *, migrate: bool = True) -> dict[str, str]:
     """Migrates the database (unless told not to) and creates an organization: the headers of its admin key."""
     if migrate:
-        await _run(env, "migrate")
-    key = re.search(r"(tl_\S+)", await _run(env, "orgs", "create", "Workers"))
-    assert key is not None
-    return {"Authorization": f"Bearer {key.group(1)}"}
+        await threadline(env, "migrate")
+    return await organization_headers(env, "Workers")
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +109,7 @@ async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
         FakeOpenAI(responder=echo_text, record_requests=False) as model,
     ):
         env = _environment(url, model, tmp_path_factory.mktemp("data"), "queue")
-        await _run(env, "migrate")
+        await threadline(env, "migrate")
         processes: list[Process] = []
         workers: list[Process] = []
         try:
@@ -254,7 +241,7 @@ async def test_a_new_api_process_started_next_to_a_live_one_leaves_its_runs_alon
         try:
             async with FakeOpenAI(responder=echo_text, record_requests=False) as model:
                 env = _environment(url, model, tmp_path_factory.mktemp("data"), "in_process")
-                await _run(env, "migrate")
+                await threadline(env, "migrate")
                 port_a, port_b = free_port(), free_port()
                 args = ("serve", "--no-migrate", "--port")
                 api_a = asyncio.create_task(_start("api-a", env, *args, str(port_a), ready="Uvicorn running on"))
