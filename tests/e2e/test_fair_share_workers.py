@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from infrastructure.execution.job_queue import ADMISSION_RETRY_SECONDS
 from tests.databases import POSTGRES_URL, backend, off_the_loop, postgres_database
 from tests.fakes.openai_server import FakeOpenAI, TextReply
 from tests.servers import THREADLINE, free_port, organization_headers, threadline
@@ -98,7 +99,9 @@ async def test_two_workers_keep_an_organization_to_its_limit_while_another_start
                     )
                     assert statuses == {"in_progress": 2, "queued": 3}
                     gate.set()
-                    ended = [(await http.get(f"/v1/runs/{run}/events", headers=busy)).status_code for run in runs]
+                    # The waiting runs are woken as slots are given back, not found by the queue's later retry.
+                    async with asyncio.timeout(ADMISSION_RETRY_SECONDS / 2):
+                        ended = [(await http.get(f"/v1/runs/{r}/events", headers=busy)).status_code for r in runs]
                     final = [(await http.get(f"/v1/runs/{run}", headers=busy)).json()["status"] for run in runs]
                 assert ended == [200] * 5 and final == ["completed"] * 5
                 assert most["A"] == 2

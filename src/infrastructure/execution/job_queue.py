@@ -4,8 +4,8 @@ An API process in worker mode queues a job per run (and never executes runs); an
 job has the run as its lock, so two workers never execute one run at once; a thread has at most one active
 run (run creation locks the thread), so a thread's runs execute in order. Cancelling a run aborts its job:
 the worker that holds it cancels the run's task at once. A worker executes a run only once its organization
-has a free slot (see limits/admission.py); until then its job goes back to the queue for a moment, so a waiting
-run never holds a worker's slot.
+has a free slot (see limits/admission.py); until then its job goes back to the queue, due later, and is made due
+the moment a slot is given back, so a waiting run never holds a worker's slot.
 """
 
 import asyncio
@@ -39,8 +39,8 @@ LOST_SECONDS = "threadline_lost_seconds"
 """The key, in the jobs' context, of how long a worker may be silent before its runs are taken over."""
 
 Execute = Callable[[OrgId, RunId], Coroutine[object, None, object]]
-ADMISSION_RETRY_SECONDS = 1
-"""How soon a run whose organization has no free slot is looked at again."""
+ADMISSION_RETRY_SECONDS = 30
+"""How soon a run whose organization has no free slot is looked at again, if no slot given back woke it first."""
 POLL_SECONDS = 1.0
 """How often a worker looks for jobs whose time came (runs that waited for a slot); new jobs arrive at once."""
 
@@ -142,6 +142,8 @@ class WorkerRuns:
             admission = await self._admission.admit(org_id, run_id)
             if not admission.admitted:
                 await _later(context, org_id, run_id)
+                # A slot given back between the refusal and the job's return found nothing to wake: wake now.
+                await self._admission.wake(org_id)
                 return
             current_request_id.set(admission.request_id)
         try:
@@ -166,7 +168,7 @@ class WorkerRuns:
 
 
 async def _later(context: JobContext, org_id: OrgId, run_id: RunId) -> None:
-    """The organization's slots are all taken: the run waits queued, its job back in the queue for a moment."""
+    """The organization's slots are all taken: the run waits queued, its job back in the queue until woken."""
     job = context.app.configure_task(
         TASK, lock=str(run_id), queueing_lock=str(run_id), schedule_in={"seconds": ADMISSION_RETRY_SECONDS}
     )

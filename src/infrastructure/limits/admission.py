@@ -5,11 +5,19 @@ A run holds a slot from its admission (`runs.admitted_at`) until it stops execut
 its client's tool results (the slot is given back then, and taken again when it resumes). Admissions of one
 organization are serialized by a lock on its row, so two workers never both take the last slot. A run handed
 back or taken over after a lost worker keeps its slot.
+
+Runs that wait for a slot take their turns first come, first served: a run is refused while older runs of its
+organization wait for the free slots (those are woken instead), and a slot given back wakes the oldest waiting
+run at once (its job, scheduled for later, is made due and the workers are notified), so a waiting run neither
+waits longer than it must nor polls.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Row, text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.ids import OrgId, RunId
 from infrastructure.persistence.engine import Database
@@ -20,7 +28,23 @@ _HOLDING = text(
     "SELECT count(*) FROM runs WHERE org_id = :org AND admitted_at IS NOT NULL AND status IN ('queued', 'in_progress')"
 )
 _ADMIT = text("UPDATE runs SET admitted_at = now() WHERE id = :run")
-_RELEASE = text("UPDATE runs SET admitted_at = NULL WHERE id = :run AND status NOT IN ('queued', 'in_progress')")
+_RELEASE = text(
+    "UPDATE runs SET admitted_at = NULL WHERE id = :run AND status NOT IN ('queued', 'in_progress') RETURNING org_id"
+)
+# The oldest runs of the organization that wait for a slot with a job in the queue (older than :before, if given).
+_WAITING = text(
+    "SELECT j.id, j.queue_name FROM runs r"
+    " JOIN procrastinate_jobs j ON j.queueing_lock = CAST(r.id AS text) AND j.status = 'todo'"
+    " WHERE r.org_id = :org AND r.status = 'queued' AND r.admitted_at IS NULL"
+    " AND (CAST(:before AS uuid) IS NULL OR r.created_at < (SELECT created_at FROM runs WHERE id = :before))"
+    " ORDER BY r.created_at, r.id LIMIT :count"
+)
+# The job is due now, and the workers hear of it as of a new job (procrastinate's own notification).
+_WAKE = text(
+    "WITH due AS (UPDATE procrastinate_jobs SET scheduled_at = now() WHERE id = :job AND status = 'todo' RETURNING id)"
+    " SELECT pg_notify(channel, json_build_object('type', 'job_inserted', 'job_id', :job)::text)"
+    " FROM due, (VALUES ('procrastinate_queue_v1#' || :queue), ('procrastinate_any_queue_v1')) AS c(channel)"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,13 +67,40 @@ class RunAdmission:
                 return Admission(admitted=True)  # nothing to execute: the run's execution says so
             if run.admitted_at is not None:
                 return Admission(admitted=True, request_id=run.request_id)
-            holding = (await conn.execute(_HOLDING, params)).scalar_one()
-            if holding >= (own.max_concurrent_runs or self._default):
+            free = (own.max_concurrent_runs or self._default) - (await conn.execute(_HOLDING, params)).scalar_one()
+            if free <= 0:
+                return Admission(admitted=False)
+            ahead = (await conn.execute(_WAITING, params | {"before": run_id, "count": free})).all()
+            if len(ahead) >= free:  # older runs wait for these slots: they take them, this one waits its turn
+                await _wake(conn, ahead)
                 return Admission(admitted=False)
             await conn.execute(_ADMIT, params)
         return Admission(admitted=True, request_id=run.request_id)
 
     async def release(self, run_id: RunId) -> None:
-        """Give the run's slot back unless it still executes (it ended, or waits for its client)."""
+        """Give the run's slot back unless it still executes (it ended, or waits for its client); the oldest
+        run of its organization waiting for a slot is woken."""
         async with self._database.engine.begin() as conn:
-            await conn.execute(_RELEASE, {"run": run_id})
+            released = (await conn.execute(_RELEASE, {"run": run_id})).first()
+            if released is not None:
+                await self._wake_waiting(conn, OrgId(released.org_id))
+
+    async def wake(self, org_id: OrgId) -> None:
+        """Wake as many of the organization's waiting runs as it has free slots (after a run was refused, in
+        case a slot was given back before its job was queued again)."""
+        async with self._database.engine.begin() as conn:
+            await self._wake_waiting(conn, org_id)
+
+    async def _wake_waiting(self, conn: AsyncConnection, org_id: OrgId) -> None:
+        params = {"org": org_id}
+        own = (await conn.execute(_LIMIT, params)).first()
+        if own is None:
+            return
+        free = (own.max_concurrent_runs or self._default) - (await conn.execute(_HOLDING, params)).scalar_one()
+        if free > 0:
+            await _wake(conn, (await conn.execute(_WAITING, params | {"before": None, "count": free})).all())
+
+
+async def _wake(conn: AsyncConnection, jobs: Sequence[Row[Any]]) -> None:
+    for job in jobs:
+        await conn.execute(_WAKE, {"job": job.id, "queue": job.queue_name})
