@@ -1,7 +1,7 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.audit import AuditAction, AuditEvent, FieldChange
@@ -10,6 +10,9 @@ from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import audit_events
 
 _INSERT = insert(audit_events)
+# One organization's events are written one transaction at a time (the lock is held until commit), so they
+# are committed in the order of their ids: a reader paging by id never skips an event committed after its page.
+_ORG_WRITE_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended('audit_events:' || :org, 0))")
 
 
 def _to_entity(row: Any) -> AuditEvent:
@@ -31,6 +34,8 @@ class SqlAuditEventRepository:
         self._conn = connection
 
     async def add(self, event: AuditEvent) -> None:
+        if self._conn.dialect.name == "postgresql":  # SQLite has one writer at a time already
+            await self._conn.execute(_ORG_WRITE_LOCK, {"org": str(event.org_id)})
         await self._conn.execute(
             _INSERT,
             {
