@@ -9,6 +9,15 @@ ORG_NAME_MAX = 200
 LIMIT_MAX = 1_000_000
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunLimits:
+    """The limits an organization's runs are held to."""
+
+    max_concurrent_runs: int
+    runs_per_minute: int | None
+    """None: no limit."""
+
+
 @dataclass(kw_only=True)
 class Organization:
     """The tenant: everything else belongs to exactly one organization."""
@@ -28,9 +37,21 @@ class Organization:
         require_slug("slug", self.slug)
         self.set_limits(max_concurrent_runs=self.max_concurrent_runs, runs_per_minute=self.runs_per_minute)
 
+    def limits_under(self, deployment: RunLimits) -> RunLimits:
+        """The limits that hold for the organization: its own where it has them, else the deployment's."""
+        return effective_limits(self.max_concurrent_runs, self.runs_per_minute, deployment)
+
     def set_limits(self, *, max_concurrent_runs: int | None, runs_per_minute: int | None) -> None:
         """The organization's own limits (None for the deployment's)."""
         for name, value in (("max_concurrent_runs", max_concurrent_runs), ("runs_per_minute", runs_per_minute)):
             if value is not None and not (1 <= value <= LIMIT_MAX):
                 raise InvalidValue(f"{name} must be 1-{LIMIT_MAX}, or unset for the deployment's limit")
         self.max_concurrent_runs, self.runs_per_minute = max_concurrent_runs, runs_per_minute
+
+
+def effective_limits(max_concurrent_runs: int | None, runs_per_minute: int | None, deployment: RunLimits) -> RunLimits:
+    """An organization's own limits (None where it has none, as stored) over the deployment's."""
+    return RunLimits(
+        max_concurrent_runs=deployment.max_concurrent_runs if max_concurrent_runs is None else max_concurrent_runs,
+        runs_per_minute=deployment.runs_per_minute if runs_per_minute is None else runs_per_minute,
+    )

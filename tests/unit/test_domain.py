@@ -19,6 +19,7 @@ from domain.messages import (
     part_to_dict,
 )
 from domain.native_tools import ToolRef
+from domain.organizations import Organization, RunLimits
 from domain.text import slugify
 from domain.tools import ToolType
 from tests import builders
@@ -145,3 +146,15 @@ def test_integration_rules() -> None:
     with pytest.raises(InvalidValue):
         subject.apply(IntegrationChanges(transport=Transport.STDIO), NOW)
     assert subject.transport is Transport.STREAMABLE_HTTP
+
+
+def test_an_organizations_own_limits_hold_over_the_deployments_and_the_rest_are_the_deployments() -> None:
+    deployment = RunLimits(max_concurrent_runs=32, runs_per_minute=None)
+    org = Organization(id=OrgId(uuid4()), name="Acme", slug="acme", created_at=datetime.now(UTC))
+    assert org.limits_under(deployment) == deployment
+    org.set_limits(max_concurrent_runs=2, runs_per_minute=None)
+    assert org.limits_under(deployment) == RunLimits(max_concurrent_runs=2, runs_per_minute=None)
+    org.set_limits(max_concurrent_runs=None, runs_per_minute=10)
+    assert org.limits_under(deployment) == RunLimits(max_concurrent_runs=32, runs_per_minute=10)
+    with pytest.raises(InvalidValue):
+        org.set_limits(max_concurrent_runs=0, runs_per_minute=None)

@@ -20,6 +20,7 @@ from sqlalchemy import Row, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.ids import OrgId, RunId
+from domain.organizations import RunLimits, effective_limits
 from infrastructure.persistence.engine import Database
 
 _LIMIT = text("SELECT max_concurrent_runs FROM organizations WHERE id = :org FOR UPDATE")
@@ -56,7 +57,11 @@ class Admission:
 
 class RunAdmission:
     def __init__(self, database: Database, *, default_limit: int) -> None:
-        self._database, self._default = database, default_limit
+        self._database = database
+        self._default = RunLimits(max_concurrent_runs=default_limit, runs_per_minute=None)
+
+    def _limit(self, own: int | None) -> int:
+        return effective_limits(own, None, self._default).max_concurrent_runs
 
     async def admit(self, org_id: OrgId, run_id: RunId) -> Admission:
         params = {"org": org_id, "run": run_id}
@@ -67,7 +72,7 @@ class RunAdmission:
                 return Admission(admitted=True)  # nothing to execute: the run's execution says so
             if run.admitted_at is not None:
                 return Admission(admitted=True, request_id=run.request_id)
-            free = (own.max_concurrent_runs or self._default) - (await conn.execute(_HOLDING, params)).scalar_one()
+            free = self._limit(own.max_concurrent_runs) - (await conn.execute(_HOLDING, params)).scalar_one()
             if free <= 0:
                 return Admission(admitted=False)
             ahead = (await conn.execute(_WAITING, params | {"before": run_id, "count": free})).all()
@@ -96,7 +101,7 @@ class RunAdmission:
         own = (await conn.execute(_LIMIT, params)).first()
         if own is None:
             return
-        free = (own.max_concurrent_runs or self._default) - (await conn.execute(_HOLDING, params)).scalar_one()
+        free = self._limit(own.max_concurrent_runs) - (await conn.execute(_HOLDING, params)).scalar_one()
         if free > 0:
             await _wake(conn, (await conn.execute(_WAITING, params | {"before": None, "count": free})).all())
 

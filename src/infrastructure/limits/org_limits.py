@@ -1,20 +1,13 @@
 """An organization's limits: its own (`threadline orgs set-limits`) or, where it has none, the deployment's."""
 
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import select
 
 from domain.ids import OrgId
+from domain.organizations import RunLimits, effective_limits
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.tables import organizations
-
-
-@dataclass(frozen=True, kw_only=True)
-class Limits:
-    max_concurrent_runs: int
-    runs_per_minute: int | None
-    """None: no limit."""
 
 
 class OrgLimits:
@@ -24,10 +17,10 @@ class OrgLimits:
         self, database: Database, *, max_concurrent_runs: int, runs_per_minute: int | None, ttl_seconds: float = 5.0
     ) -> None:
         self._database, self._ttl = database, ttl_seconds
-        self.default = Limits(max_concurrent_runs=max_concurrent_runs, runs_per_minute=runs_per_minute)
-        self._known: dict[OrgId, tuple[float, Limits]] = {}
+        self.default = RunLimits(max_concurrent_runs=max_concurrent_runs, runs_per_minute=runs_per_minute)
+        self._known: dict[OrgId, tuple[float, RunLimits]] = {}
 
-    async def of(self, org_id: OrgId) -> Limits:
+    async def of(self, org_id: OrgId) -> RunLimits:
         now = time.monotonic()
         known = self._known.get(org_id)
         if known is not None and now - known[0] < self._ttl:
@@ -39,10 +32,7 @@ class OrgLimits:
             row = (await conn.execute(query)).first()
         limits = self.default
         if row is not None:
-            limits = Limits(
-                max_concurrent_runs=row.max_concurrent_runs or self.default.max_concurrent_runs,
-                runs_per_minute=row.runs_per_minute or self.default.runs_per_minute,
-            )
+            limits = effective_limits(row.max_concurrent_runs, row.runs_per_minute, self.default)
         if len(self._known) > 10_000:
             self._known.clear()
         self._known[org_id] = (now, limits)
