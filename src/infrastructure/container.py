@@ -155,7 +155,7 @@ class Container(containers.DeclarativeContainer):
         runs_per_minute=settings.provided.org_runs_per_minute,
     )
     rate_windows = providers.Singleton(windows_for, database)
-    run_rate_limit = providers.Singleton(OrgRunRateLimit, windows=rate_windows, limits=org_limits)
+    run_rate_limit = providers.Singleton(OrgRunRateLimit, windows=rate_windows, limits=org_limits, clock=clock)
 
     create_organization = providers.Factory(CreateOrganization, uow=uow, clock=clock, ids=ids, hasher=key_hasher)
     find_organization = providers.Factory(FindOrganization, uow=uow)

@@ -2,6 +2,7 @@
 start runs) and an API key's requests per minute. Over the limit: 429, Retry-After, the error shape, and
 nothing created."""
 
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ from infrastructure.limits.rate_limits import KeyRequestRate, MemoryWindows
 from tests.conftest import MakeTenant, Tenant
 from tests.e2e.runs import agent_and_thread
 from tests.e2e.test_mcp_server import mcp_client, publish_agent, text_of
+from tests.unit.fakes.ports import FixedClock
 
 
 async def limited(container: Container, make_tenant: MakeTenant, runs_per_minute: int) -> Tenant:
@@ -94,13 +96,17 @@ async def test_a_keys_requests_over_its_rate_get_429_before_anything_runs() -> N
         return PlainTextResponse("ok")
 
     inner = Starlette(routes=[Route("/v1/me", endpoint), Route("/healthz", endpoint)])
-    windows = MemoryWindows()
-    app = KeyRequestRate(inner, windows=lambda: windows, per_minute=3)
+    windows, clock = MemoryWindows(), FixedClock(datetime(2026, 11, 24, 12, 0, 15, tzinfo=UTC))
+    app = KeyRequestRate(inner, windows=lambda: windows, per_minute=3, clock=clock)
     transport = httpx.ASGITransport(app=app)
+    key_one, key_two = {"Authorization": "Bearer key-one"}, {"Authorization": "Bearer key-two"}
     async with httpx.AsyncClient(transport=transport, base_url="http://threadline.test") as http:
-        one = [await http.get("/v1/me", headers={"Authorization": "Bearer key-one"}) for _ in range(7)]
-        other = await http.get("/v1/me", headers={"Authorization": "Bearer key-two"})
-    refused = [a for a in one if a.status_code == 429]
-    assert 1 <= len(refused) <= 4 and other.status_code == 200  # 3 per window (6 if the burst straddles two)
-    assert all(a.json()["error"] == "RateLimited" and int(a.headers["retry-after"]) >= 1 for a in refused)
-    assert len(handled) == len(one) - len(refused) + 1
+        one = [await http.get("/v1/me", headers=key_one) for _ in range(5)]
+        other = await http.get("/v1/me", headers=key_two)
+        unlimited = await http.get("/healthz", headers=key_one)  # only /v1 and /mcp are counted
+        clock.advance(45)  # the next minute's window
+        next_minute = await http.get("/v1/me", headers=key_one)
+    assert [a.status_code for a in one] == [200, 200, 200, 429, 429] and other.status_code == 200
+    assert all(a.json()["error"] == "RateLimited" and a.headers["retry-after"] == "45" for a in one[3:])
+    assert unlimited.status_code == 200 and next_minute.status_code == 200
+    assert len(handled) == 3 + 1 + 1 + 1

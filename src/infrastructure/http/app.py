@@ -94,7 +94,12 @@ def create_app(container: Container | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings().max_request_bytes)
     app.add_middleware(NulInUrlMiddleware)
     settings = container.settings()
-    app.add_middleware(KeyRequestRate, windows=container.rate_windows, per_minute=settings.key_requests_per_minute)
+    app.add_middleware(
+        KeyRequestRate,
+        windows=container.rate_windows,
+        per_minute=settings.key_requests_per_minute,
+        clock=container.clock(),
+    )
     app.add_middleware(RequestObservation, metrics=container.metrics())  # outermost: every answer has an id
     for module in ROUTERS:
         app.include_router(module.router)

@@ -5,7 +5,6 @@ process, it is kept in memory."""
 import hashlib
 import logging
 import math
-import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -14,6 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from application.ports.limits import RateLimited
+from application.ports.system import Clock
 from domain.ids import OrgId
 from infrastructure.http.errors import error_response
 from infrastructure.limits.org_limits import OrgLimits
@@ -71,9 +71,9 @@ def windows_for(database: Database) -> Windows:
     return MemoryWindows() if database.is_sqlite else DatabaseWindows(database)
 
 
-def _window() -> tuple[int, int]:
+def _window(clock: Clock) -> tuple[int, int]:
     """The current window's start, and the seconds until the next one."""
-    now = time.time()
+    now = clock.now().timestamp()
     start = int(now // WINDOW_SECONDS) * WINDOW_SECONDS
     return start, max(1, math.ceil(start + WINDOW_SECONDS - now))
 
@@ -81,15 +81,15 @@ def _window() -> tuple[int, int]:
 class OrgRunRateLimit:
     """THREADLINE_ORG_RUNS_PER_MINUTE, or an organization's own runs per minute."""
 
-    def __init__(self, windows: Windows, limits: OrgLimits) -> None:
-        self._windows, self._limits = windows, limits
+    def __init__(self, windows: Windows, limits: OrgLimits, clock: Clock) -> None:
+        self._windows, self._limits, self._clock = windows, limits, clock
 
     async def take(self, org_id: OrgId) -> None:
         try:
             limit = (await self._limits.of(org_id)).runs_per_minute
             if limit is None:
                 return
-            start, retry_after = _window()
+            start, retry_after = _window(self._clock)
             allowed = await self._windows.hit(f"org-runs:{org_id}", start, limit)
         except SQLAlchemyError:
             # The limit is not checked while the database is away; creating the run reports the outage.
@@ -106,9 +106,9 @@ class KeyRequestRate:
     """ASGI middleware: at most `per_minute` requests per API key (the bearer token, counted by its hash) to
     /v1 and /mcp; the rest are answered 429 with Retry-After before anything runs."""
 
-    def __init__(self, app: ASGIApp, *, windows: Callable[[], Windows], per_minute: int | None) -> None:
+    def __init__(self, app: ASGIApp, *, windows: Callable[[], Windows], per_minute: int | None, clock: Clock) -> None:
         """`windows` is called per request: the counters exist once the app's resources are open."""
-        self.app, self._windows, self._per_minute = app, windows, per_minute
+        self.app, self._windows, self._per_minute, self._clock = app, windows, per_minute, clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         token = _bearer(scope) if self._per_minute and scope["type"] == "http" else None
@@ -116,7 +116,7 @@ class KeyRequestRate:
             await self.app(scope, receive, send)
             return
         assert self._per_minute is not None
-        start, retry_after = _window()
+        start, retry_after = _window(self._clock)
         key = "key-requests:" + hashlib.sha256(token.encode()).hexdigest()[:40]
         try:
             allowed = await self._windows().hit(key, start, self._per_minute)
