@@ -2,21 +2,14 @@
 assembled from instead of reading them again for every call."""
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
+from application.expiring import ExpiringMap
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import McpIntegration
 
 LOADED_INTEGRATION_SECONDS = 30.0
 MAX_LOADED_INTEGRATIONS = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    integration: McpIntegration
-    expires: float
 
 
 class LoadedIntegrations:
@@ -32,9 +25,9 @@ class LoadedIntegrations:
         max_integrations: int = MAX_LOADED_INTEGRATIONS,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._ttl, self._max, self._now = ttl_seconds, max_integrations, monotonic
-        self._entries: OrderedDict[IntegrationId, _Entry] = OrderedDict()
-        self._version = 0
+        self._kept: ExpiringMap[IntegrationId, McpIntegration] = ExpiringMap(
+            ttl_seconds=ttl_seconds, max_entries=max_integrations, monotonic=monotonic
+        )
 
     @classmethod
     def none(cls) -> "LoadedIntegrations":
@@ -42,32 +35,18 @@ class LoadedIntegrations:
         return cls(ttl_seconds=0)
 
     def get(self, org_id: OrgId, integration_id: IntegrationId) -> McpIntegration | None:
-        entry = self._entries.get(integration_id)
-        if entry is None:
-            return None
-        if self._now() >= entry.expires:
-            del self._entries[integration_id]
-            return None
-        if entry.integration.org_id != org_id:
+        integration = self._kept.get(integration_id)
+        if integration is None or integration.org_id != org_id:
             return None  # another organization's: the caller reads it, and is refused
-        self._entries.move_to_end(integration_id)
-        return entry.integration
+        return integration
 
     def version(self) -> int:
         """Taken before integrations are read, and given back to `remember`."""
-        return self._version
+        return self._kept.version()
 
     def remember(self, integrations: Iterable[McpIntegration], *, as_of: int) -> None:
         """Keep integrations just read, unless any was forgotten since `as_of` (the read may predate the change)."""
-        if as_of != self._version or self._ttl <= 0:
-            return
-        expires = self._now() + self._ttl
-        for integration in integrations:
-            self._entries[integration.id] = _Entry(integration=integration, expires=expires)
-            self._entries.move_to_end(integration.id)
-        while len(self._entries) > self._max:
-            self._entries.popitem(last=False)
+        self._kept.put(((integration.id, integration) for integration in integrations), as_of=as_of)
 
     def forget(self, integration_id: IntegrationId) -> None:
-        self._version += 1
-        self._entries.pop(integration_id, None)
+        self._kept.forget(lambda kept_id, _integration: kept_id == integration_id)

@@ -8,20 +8,13 @@ revocation made meanwhile would go unseen.
 
 import hashlib
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from application.expiring import ExpiringMap
 from domain.api_keys import ApiKey
 from domain.ids import ApiKeyId, OrgId
 
 MAX_KEYS = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    key: ApiKey
-    expires: float
 
 
 class VerifiedKeyCache:
@@ -37,59 +30,39 @@ class VerifiedKeyCache:
         max_keys: int = MAX_KEYS,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._ttl, self._max, self._now = ttl_seconds, max_keys, monotonic
-        self._entries: OrderedDict[bytes, _Entry] = OrderedDict()
-        self._version = 0
+        self._kept: ExpiringMap[bytes, ApiKey] = ExpiringMap(
+            ttl_seconds=ttl_seconds, max_entries=max_keys, monotonic=monotonic
+        )
         self._trusted = trusted
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._kept)
 
     def get(self, presented: str) -> ApiKey | None:
-        if not self._trusted:
-            return None
-        digest = _digest(presented)
-        entry = self._entries.get(digest)
-        if entry is None:
-            return None
-        if self._now() >= entry.expires:
-            del self._entries[digest]
-            return None
-        self._entries.move_to_end(digest)
-        return entry.key
+        return self._kept.get(_digest(presented)) if self._trusted else None
 
     def version(self) -> int:
-        return self._version
+        return self._kept.version()
 
     def remember(self, presented: str, key: ApiKey, *, as_of: int) -> None:
-        if not self._trusted or as_of != self._version or self._ttl <= 0 or not key.is_active:
-            return
-        digest = _digest(presented)
-        self._entries[digest] = _Entry(key=key, expires=self._now() + self._ttl)
-        self._entries.move_to_end(digest)
-        while len(self._entries) > self._max:
-            self._entries.popitem(last=False)
+        if self._trusted and key.is_active:
+            self._kept.put([(_digest(presented), key)], as_of=as_of)
 
     def forget_key(self, key_id: ApiKeyId) -> None:
-        self._forget(lambda key: key.id == key_id)
+        self._kept.forget(lambda _digest, key: key.id == key_id)
 
     def forget_organization(self, org_id: OrgId) -> None:
-        self._forget(lambda key: key.org_id == org_id)
+        self._kept.forget(lambda _digest, key: key.org_id == org_id)
 
     def distrust(self) -> None:
         """Keep nothing, and answer nothing, until `trust`: revocations may be going unseen."""
         self._trusted = False
-        self._forget(lambda _key: True)
+        self._kept.forget(lambda _digest, _key: True)
 
     def trust(self) -> None:
         """Revocations are seen from now on; what was kept before may have missed some."""
-        self._forget(lambda _key: True)
+        self._kept.forget(lambda _digest, _key: True)
         self._trusted = True
-
-    def _forget(self, matches: Callable[[ApiKey], bool]) -> None:
-        self._version += 1  # a read that began before this may have seen what is forgotten now
-        for digest in [d for d, entry in self._entries.items() if matches(entry.key)]:
-            del self._entries[digest]
 
 
 def _digest(presented: str) -> bytes:
