@@ -5,8 +5,13 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
 
 from infrastructure.container import Container
+from infrastructure.http.body_limit import MULTIPART_ALLOWANCE, BodyLimitMiddleware
 from tests.conftest import MakeTenant, Tenant
 
 pytestmark = pytest.mark.executors
@@ -345,3 +350,21 @@ async def test_a_long_question_finds_the_passage_holding_most_of_its_words(
     for limit in ("1", "10"):
         [best, *_] = await search(client, tenant, thread, question, limit=limit)
         assert best["passage"]["heading"] == "Garden handbook > Compost"
+
+
+async def test_a_file_the_source_limit_allows_is_not_refused_by_the_request_limit() -> None:
+    async def received(request: Request) -> PlainTextResponse:
+        return PlainTextResponse(str(len(await request.body())))
+
+    inner = Starlette(routes=[Route("/v1/threads/{thread_id}/sources", received, methods=["POST"])])
+    inner.add_route("/v1/threads", received, methods=["POST"])
+    app = BodyLimitMiddleware(inner, max_bytes=1024, max_source_bytes=4096)  # requests smaller than sources
+    form = {"file": ("notes.txt", b"x" * 4096, "text/plain")}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://threadline.test") as http:
+        uploaded = await http.post("/v1/threads/t1/sources", files=form)
+        elsewhere = await http.post("/v1/threads", content=b"x" * 4096)
+        oversized = await http.post("/v1/threads/t1/sources", content=b"x" * (4096 + MULTIPART_ALLOWANCE + 1))
+    assert uploaded.status_code == 200 and int(uploaded.text) > 4096  # the file and its form
+    assert (elsewhere.status_code, elsewhere.json()["error"]) == (413, "RequestTooLarge")
+    assert "1024 bytes" in elsewhere.json()["detail"]
+    assert oversized.status_code == 413 and f"{4096 + MULTIPART_ALLOWANCE} bytes" in oversized.json()["detail"]

@@ -91,7 +91,11 @@ def create_app(container: Container | None = None) -> FastAPI:
     app.state.stopping = asyncio.Event()  # set by `threadline serve` when asked to stop (see cli.py)
     install_error_handlers(app)
     install_docs(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings().max_request_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=container.settings().max_request_bytes,
+        max_source_bytes=container.settings().max_source_bytes,
+    )
     app.add_middleware(NulInUrlMiddleware)
     settings = container.settings()
     app.add_middleware(
