@@ -1,18 +1,25 @@
 """Uploaded sources: each kind of file becomes a source split into passages that keep their location,
 searching finds the passage that answers, bad files are refused with an error that says why."""
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
+from dependency_injector import providers
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from application.use_cases.sources import UploadSource
 from infrastructure.container import Container
+from infrastructure.documents.fetcher import HttpFileFetcher
+from infrastructure.documents.reader import FileDocumentReader
 from infrastructure.http.body_limit import MULTIPART_ALLOWANCE, BodyLimitMiddleware
+from infrastructure.outbound.guard import NetworkPolicy
 from tests.conftest import MakeTenant, Tenant
+from tests.fakes.loopback import LoopbackServer
 
 pytestmark = pytest.mark.executors
 
@@ -368,3 +375,47 @@ async def test_a_file_the_source_limit_allows_is_not_refused_by_the_request_limi
     assert (elsewhere.status_code, elsewhere.json()["error"]) == (413, "RequestTooLarge")
     assert "1024 bytes" in elsewhere.json()["detail"]
     assert oversized.status_code == 413 and f"{4096 + MULTIPART_ALLOWANCE} bytes" in oversized.json()["detail"]
+
+
+@pytest.fixture
+async def loopback_uploads(container: Container) -> AsyncIterator[None]:
+    """Source uploads from URLs may fetch from 127.0.0.1 (the deployment's policy would be
+    THREADLINE_WEB_ALLOWED_NETWORKS=127.0.0.0/8)."""
+    fetcher = HttpFileFetcher(NetworkPolicy(["127.0.0.0/8"]), timeout_seconds=10)
+    settings = container.settings()
+    container.upload_source.override(
+        providers.Factory(
+            UploadSource,
+            uow=container.uow,
+            clock=container.clock,
+            ids=container.ids,
+            reader=providers.Object(FileDocumentReader()),
+            fetcher=providers.Object(fetcher),
+            max_source_bytes=settings.max_source_bytes,
+        )
+    )
+    try:
+        yield
+    finally:
+        container.upload_source.reset_override()
+
+
+async def test_a_source_is_uploaded_from_a_url_the_policy_allows(
+    client: httpx.AsyncClient, tenant: Tenant, thread: str, loopback_uploads: None
+) -> None:
+    async def handbook(request: Request) -> Response:
+        return Response(MARKDOWN, media_type="text/markdown")
+
+    async with LoopbackServer(Starlette(routes=[Route("/docs/garden.md", handbook)])) as site:
+        url = f"{site.base_url}/docs/garden.md"
+        response = await client.post(f"/v1/threads/{thread}/sources", data={"url": url}, headers=tenant.admin)
+    assert response.status_code == 201, response.text
+    uploaded = response.json()
+    assert (uploaded["source"]["name"], uploaded["source"]["mime_type"], uploaded["passages"]) == (
+        "garden.md",
+        "text/markdown",
+        3,
+    )
+    assert uploaded["source"]["origin"]["type"] == "web" and uploaded["source"]["origin"]["uri"] == url
+    [best, *_] = await search(client, tenant, thread, "tomato beds")
+    assert best["passage"]["heading"] == "Garden handbook > Watering"
