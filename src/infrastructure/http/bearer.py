@@ -1,4 +1,5 @@
-"""The API key as a bearer token: one parser for the REST routes and /mcp, and OpenAPI's security scheme."""
+"""The API key as a bearer token: one parser for the REST routes and /mcp, and OpenAPI's security scheme; and
+the same reading of an Authorization header for what runs outside the routes (rate limits, /metrics)."""
 
 from typing import Annotated
 
@@ -15,3 +16,9 @@ API_KEY = HTTPBearer(
 async def api_key(credentials: Annotated[HTTPAuthorizationCredentials | None, Security(API_KEY)]) -> str | None:
     """The key the request carries, or None (no Authorization header, another scheme, an empty token)."""
     return credentials.credentials if credentials is not None else None
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header value, or None (absent, another scheme, empty)."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return (token.strip() or None) if scheme.lower() == "bearer" else None

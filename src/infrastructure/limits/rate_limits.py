@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from application.ports.limits import RateLimited
 from application.ports.system import Clock
 from domain.ids import OrgId
+from infrastructure.http.bearer import bearer_token
 from infrastructure.http.errors import error_response
 from infrastructure.limits.org_limits import OrgLimits
 from infrastructure.persistence.engine import Database
@@ -133,6 +134,5 @@ class KeyRequestRate:
 def _bearer(scope: Scope) -> str | None:
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return token.strip() or None if scheme.lower() == "bearer" else None
+            return bearer_token(value.decode("latin-1"))
     return None

@@ -10,6 +10,7 @@ from fastapi.responses import Response
 
 from infrastructure.container import Container
 from infrastructure.execution.job_queue import QueueRunExecutor
+from infrastructure.http.bearer import bearer_token
 from infrastructure.http.errors import CHALLENGE, error_response
 from infrastructure.metrics import CONTENT_TYPE, Metrics
 from infrastructure.settings import Settings
@@ -28,8 +29,8 @@ async def metrics(
     token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
     if not token:
         return error_response(404, "NotFound", "No route matches the path")
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+    given = bearer_token(request.headers.get("authorization"))
+    if given is None or not hmac.compare_digest(given.encode(), token.encode()):
         return error_response(
             401, "NotAuthenticated", "the metrics need the operator's token", {"WWW-Authenticate": CHALLENGE}
         )
