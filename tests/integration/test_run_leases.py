@@ -98,3 +98,39 @@ async def test_a_write_with_an_older_lease_is_refused_and_leaves_the_run_as_stor
     async with as_port(container.uow()).read_only() as uow:
         stored = await uow.runs.get(run.org_id, run.id)
     assert stored is not None and stored.warnings == () and stored.lease == taken.lease
+
+
+async def test_a_cancel_requested_while_the_model_answers_wins_over_completing(
+    container: Container, model: FakeOpenAI
+) -> None:
+    thread, run = await queued_run(container)
+    held = model.hold()
+    executing = asyncio.create_task(container.execute_run().execute(run.org_id, RunId(run.id)))
+    await asyncio.wait_for(held.received.wait(), 30)
+    async with as_port(container.uow()) as uow:  # another process asks, while this one waits for the model
+        await uow.runs.request_cancel(run.org_id, run.id)
+        await uow.commit()
+    held.release(TextReply("an answer nobody wants"))
+    ended = await asyncio.wait_for(executing, 30)
+
+    assert ended.status is RunStatus.CANCELLED and ended.step_count == 1
+    assert await texts(container, thread) == [("user", "hello"), ("assistant", "an answer nobody wants")]
+    assert await stored_events(container, run) == ["run.created", "run.in_progress", "run.cancelled"]
+    async with as_port(container.uow()).read_only() as uow:
+        stored = await uow.runs.get(run.org_id, run.id)
+    assert stored is not None and stored.status is RunStatus.CANCELLED and stored.step_count == 1
+
+
+async def test_a_write_unless_cancelled_with_an_older_lease_is_refused(container: Container) -> None:
+    _thread, run = await queued_run(container)
+    async with as_port(container.uow()) as uow:
+        held = await uow.runs.claim(run.org_id, run.id)
+        await uow.commit()
+    async with as_port(container.uow()) as uow:
+        await uow.runs.claim(run.org_id, run.id)
+        await uow.runs.request_cancel(run.org_id, run.id)  # a cancel asked too: the lost lease is what is said
+        await uow.commit()
+    assert held is not None
+    with pytest.raises(LeaseLost):
+        async with as_port(container.uow()) as uow:
+            await uow.runs.save_unless_cancel_requested(held)

@@ -220,8 +220,12 @@ class RunRepository(Protocol):
         `request_cancel`, so a run that executes never overwrites a cancel asked for meanwhile."""
         ...
 
+    async def save_unless_cancel_requested(self, run: Run) -> bool:
+        """`save`, unless a cancel of the run was requested meanwhile: then nothing is written and the answer is
+        False. Raises LeaseLost like `save`. One statement when no cancel was requested."""
+        ...
+
     async def request_cancel(self, org_id: OrgId, run_id: RunId) -> None: ...
-    async def cancel_requested(self, org_id: OrgId, run_id: RunId) -> bool: ...
 
 
 class RunEventRepository(Protocol):

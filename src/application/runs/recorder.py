@@ -24,6 +24,7 @@ writes nothing of that step (no message, no event).
 """
 
 from collections.abc import Callable, Sequence
+from copy import copy
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -133,16 +134,20 @@ class RunRecorder:
             now = self._clock.now()
             run.record_step(step, now)
             payloads: list[RunEventPayload]
-            if await uow.runs.cancel_requested(run.org_id, run.id):
+            going_on = copy(run)  # as it goes on, unless a cancel requested meanwhile wins
+            if response.tool_calls:
+                outcome, payloads = StepOutcome.CONTINUE, [_started(state, c) for c in response.tool_calls]
+            else:
+                going_on.complete(now)
+                outcome, payloads = StepOutcome.FINISHED, [run_ended(going_on, response.text)]
+            # First, and refused if the run was taken over, before anything else is written.
+            if await uow.runs.save_unless_cancel_requested(going_on):
+                state.run = run = going_on
+            else:
                 run.cancel(now)
                 outcome, payloads = StepOutcome.CANCELLED, [run_ended(run)]
-            elif not response.tool_calls:
-                run.complete(now)
-                outcome, payloads = StepOutcome.FINISHED, [run_ended(run, response.text)]
-            else:
-                outcome, payloads = StepOutcome.CONTINUE, [_started(state, c) for c in response.tool_calls]
+                await uow.runs.save(run)
             payloads = [*_trimmed(step, answer), *payloads]
-            await uow.runs.save(run)  # first: refused if the run was taken over, before anything else is written
             message = await self._append(uow, run, MessageRole.ASSISTANT, _answer_content(answer), answer.message_id)
             recorded = [await state.events.record(uow, p) for p in payloads]
             await uow.commit()

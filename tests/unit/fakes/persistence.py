@@ -472,9 +472,12 @@ class FakeRuns:
         if stored is not None:
             self.table.put(run_id, replace(stored, cancel_requested=True))
 
-    async def cancel_requested(self, org_id: OrgId, run_id: RunId) -> bool:
-        stored = await self.get(org_id, run_id)
-        return stored is not None and stored.cancel_requested
+    async def save_unless_cancel_requested(self, run: Run) -> bool:
+        stored = self.table.get(run.id)
+        if stored is not None and stored.lease == run.lease and stored.cancel_requested:
+            return False
+        await self.save(run)
+        return True
 
 
 class FakeRunEvents:

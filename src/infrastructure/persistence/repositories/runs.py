@@ -3,7 +3,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import bindparam, false, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -129,7 +129,10 @@ _GET_FOR_UPDATE = _GET.with_for_update()
 _SAVE = update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease"))
 _CLAIM = update(runs).where(*_WHERE).values(lease=runs.c.lease + 1, holder=PROCESS_KEY).returning(*runs.c)
 _INSERT = insert(runs)
-_CANCEL_REQUESTED = select(runs.c.cancel_requested).where(*_WHERE)
+_SAVE_UNLESS_CANCEL = update(runs).where(
+    *_WHERE, runs.c.lease == bindparam("p_lease"), runs.c.cancel_requested == false()
+)
+_HOLD = select(runs.c.lease, runs.c.cancel_requested).where(*_WHERE)
 _ACTIVE_IN_THREAD = (
     select(runs)
     .where(runs.c.org_id == bindparam("p_org"), runs.c.thread_id == bindparam("p_thread"), runs.c.status.in_(_ACTIVE))
@@ -237,9 +240,6 @@ class SqlRunRepository:
             update(runs).where(runs.c.org_id == org_id, runs.c.id == run_id).values(cancel_requested=True)
         )
 
-    async def cancel_requested(self, org_id: OrgId, run_id: RunId) -> bool:
-        return bool((await self._conn.execute(_CANCEL_REQUESTED, {"p_org": org_id, "p_id": run_id})).scalar())
-
     async def save(self, run: Run) -> None:
         # The lease check is part of the write: no read first, and the row stays locked until commit.
         saved = await self._conn.execute(
@@ -248,6 +248,16 @@ class SqlRunRepository:
         if saved.rowcount == 0:
             raise LeaseLost(f"run {run.id} was taken over by another process")
         await record_new_steps(self._conn, run)  # its model calls' usage, with the steps that record it
+
+    async def save_unless_cancel_requested(self, run: Run) -> bool:
+        params = {"p_org": run.org_id, "p_id": run.id, "p_lease": run.lease, **_values(run)}
+        if (await self._conn.execute(_SAVE_UNLESS_CANCEL, params)).rowcount == 0:
+            held = (await self._conn.execute(_HOLD, {"p_org": run.org_id, "p_id": run.id})).first()
+            if held is None or held.lease != run.lease:
+                raise LeaseLost(f"run {run.id} was taken over by another process")
+            return False  # a cancel was requested: the caller records that instead
+        await record_new_steps(self._conn, run)
+        return True
 
 
 class SqlRunEventRepository:
