@@ -34,6 +34,7 @@ class AuditAction(StrEnum):
     PROMPT_TEMPLATE_DELETED = "prompt_template.deleted"
     ORGANIZATION_CREATED = "organization.created"
     LIMITS_CHANGED = "organization.limits_changed"
+    SEARCH_LANGUAGE_CHANGED = "organization.search_language_changed"
 
     @property
     def object_type(self) -> str:

@@ -7,6 +7,17 @@ from domain.text import require_slug, require_text
 
 ORG_NAME_MAX = 200
 LIMIT_MAX = 1_000_000
+DEFAULT_SEARCH_LANGUAGE = "english"
+SEARCH_LANGUAGES = frozenset(
+    {
+        "arabic", "armenian", "basque", "catalan", "danish", "dutch", "english", "finnish", "french", "german",
+        "greek", "hindi", "hungarian", "indonesian", "irish", "italian", "lithuanian", "nepali", "norwegian",
+        "portuguese", "romanian", "russian", "serbian", "simple", "spanish", "swedish", "tamil", "turkish",
+        "yiddish",
+    }
+)  # fmt: skip
+"""The languages sources are searched in: PostgreSQL's built-in text search configurations (`simple`: words as
+they are, no stemming, no stop words)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,11 +42,20 @@ class Organization:
     runs_per_minute: int | None = None
     """Runs the organization may start per minute (API, OpenAI-compatible routes, /mcp tool calls). None: the
     deployment's limit."""
+    search_language: str = DEFAULT_SEARCH_LANGUAGE
+    """The language its sources' words are stemmed and searched in."""
 
     def __post_init__(self) -> None:
         require_text("name", self.name, max_length=ORG_NAME_MAX)
         require_slug("slug", self.slug)
         self.set_limits(max_concurrent_runs=self.max_concurrent_runs, runs_per_minute=self.runs_per_minute)
+        self.set_search_language(self.search_language)
+
+    def set_search_language(self, language: str) -> None:
+        if language not in SEARCH_LANGUAGES:
+            known = ", ".join(sorted(SEARCH_LANGUAGES))
+            raise InvalidValue(f"search_language must be one of: {known} (not {language!r})")
+        self.search_language = language
 
     def limits_under(self, deployment: RunLimits) -> RunLimits:
         """The limits that hold for the organization: its own where it has them, else the deployment's."""

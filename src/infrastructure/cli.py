@@ -208,6 +208,24 @@ def set_limits(
     typer.echo(f"runs per minute: {per_minute}")
 
 
+@orgs_app.command("set-language")
+def set_search_language(
+    slug: Annotated[str, typer.Argument(help="Organization slug")],
+    language: Annotated[str, typer.Argument(help="english, french, german, … or simple (no stemming)")],
+) -> None:
+    """Set the language an organization's sources are searched in; its passages are indexed again in it."""
+    from application.use_cases.organizations import UpdateOrganizationCommand
+    from domain.organizations import Organization
+
+    async def work(c: Container) -> Organization:
+        command = UpdateOrganizationCommand(caller=await _caller_for(c, slug), search_language=language)
+        return await (await c.update_organization.async_()).execute(command)
+
+    org = _run(work)
+    typer.echo(f"organization: {org.slug}")
+    typer.echo(f"search language: {org.search_language}")
+
+
 @keys_app.command("create")
 def create_key(
     org: Annotated[str, typer.Option(help="Organization slug")],

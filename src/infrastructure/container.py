@@ -58,7 +58,13 @@ from application.use_cases.mcp_operations import (
 )
 from application.use_cases.mcp_publishing import CallPublishedTool, CompleteArgument, GetPublishedPrompt, ListPublished
 from application.use_cases.native_tools import ListNativeTools
-from application.use_cases.organizations import CreateOrganization, FindOrganization, GetMe, SetOrganizationLimits
+from application.use_cases.organizations import (
+    CreateOrganization,
+    FindOrganization,
+    GetMe,
+    SetOrganizationLimits,
+    UpdateOrganization,
+)
 from application.use_cases.prompt_templates import (
     CreatePromptTemplate,
     DeletePromptTemplate,
@@ -161,6 +167,7 @@ class Container(containers.DeclarativeContainer):
     find_organization = providers.Factory(FindOrganization, uow=uow)
     get_me = providers.Factory(GetMe, uow=uow)
     set_organization_limits = providers.Factory(SetOrganizationLimits, uow=uow, clock=clock)
+    update_organization = providers.Factory(UpdateOrganization, uow=uow, clock=clock)
 
     verified_keys = providers.Singleton(VerifiedKeyCache, ttl_seconds=settings.provided.api_key_cache_seconds)
     # On PostgreSQL, keys revoked through any process are forgotten at once by this one's verified keys.

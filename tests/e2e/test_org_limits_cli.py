@@ -1,4 +1,5 @@
-"""`threadline orgs set-limits`: the operator gives an organization limits of its own; the audit log tells."""
+"""`threadline orgs set-limits` and `set-language`: the operator gives an organization limits (and a search
+language) of its own; the audit log tells."""
 
 import os
 from collections.abc import Iterator
@@ -59,3 +60,13 @@ async def test_a_limits_change_is_one_audit_event_of_the_operator(
         [{"field": "max_concurrent_runs", "old": None, "new": 4}],
         [{"field": "max_concurrent_runs", "old": 4, "new": 6}],
     ]
+
+
+def test_the_operator_sets_an_organizations_search_language(env: dict[str, str]) -> None:
+    assert cli(env, "orgs", "create", "Langues", "--slug", "langues").returncode == 0
+    changed = cli(env, "orgs", "set-language", "langues", "french")
+    assert changed.returncode == 0, changed.stderr
+    assert "search language: french" in changed.stdout
+    unknown = cli(env, "orgs", "set-language", "langues", "klingon")
+    assert unknown.returncode != 0 and "search_language must be one of" in unknown.stderr + unknown.stdout
+    assert "Traceback" not in unknown.stderr

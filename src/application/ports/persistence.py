@@ -27,6 +27,7 @@ class OrganizationRepository(Protocol):
     async def get(self, org_id: OrgId) -> Organization | None: ...
     async def get_by_slug(self, slug: str) -> Organization | None: ...
     async def save_limits(self, org: Organization) -> None: ...
+    async def save_search_language(self, org: Organization) -> None: ...
 
 
 class ApiKeyRepository(Protocol):
@@ -172,6 +173,11 @@ class PassageRepository(Protocol):
     async def unindexed(self, *, limit: int, after: SourceId | None) -> Sequence[tuple[OrgId, SourceId]]:
         """Sources with text or a table and no passages (stored before sources were indexed), by id, after
         `after`; across organizations: for the operator's upgrade."""
+        ...
+
+    async def language_changed(self, org_id: OrgId) -> None:
+        """Index the organization's passages again in its search language, as now stored (PostgreSQL; SQLite's
+        index stems English words whatever the language)."""
         ...
 
     async def search(self, org_id: OrgId, scope: SearchScope, query: str, *, limit: int) -> Sequence[PassageHit]:

@@ -133,3 +133,38 @@ class SetOrganizationLimits:
 
 def _limits(org: Organization) -> dict[str, int | None]:
     return {"max_concurrent_runs": org.max_concurrent_runs, "runs_per_minute": org.runs_per_minute}
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateOrganizationCommand:
+    caller: Caller
+    search_language: str | None = None
+    """None: kept"""
+
+
+class UpdateOrganization:
+    """An admin (or the operator) changes the organization's settings: the language its sources are searched in
+    (its passages are indexed again in it in the same transaction, so searches read one language or the other,
+    never a mix). The audit log tells."""
+
+    def __init__(self, uow: UnitOfWork, clock: Clock) -> None:
+        self._uow, self._clock = uow, clock
+
+    async def execute(self, command: UpdateOrganizationCommand) -> Organization:
+        command.caller.require_admin("change the organization's settings")
+        async with self._uow as uow:
+            org = await uow.organizations.get(command.caller.org_id)
+            if org is None:
+                raise OrganizationNotFound("the organization no longer exists")
+            before = org.search_language
+            if command.search_language is not None:
+                org.set_search_language(command.search_language)
+            if org.search_language != before:
+                await uow.organizations.save_search_language(org)
+                await uow.passages.language_changed(org.id)
+                changes = changes_between({"search_language": before}, {"search_language": org.search_language})
+                await record_admin_action(
+                    uow, command.caller, AuditAction.SEARCH_LANGUAGE_CHANGED, org.id, changes, at=self._clock.now()
+                )
+                await uow.commit()
+        return org

@@ -134,6 +134,9 @@ class FakeOrganizations:
     async def save_limits(self, org: Organization) -> None:
         self.table.put(org.id, org)
 
+    async def save_search_language(self, org: Organization) -> None:
+        self.table.put(org.id, org)
+
 
 class FakeApiKeys:
     def __init__(self, table: Table[ApiKeyId, ApiKey]) -> None:
@@ -353,6 +356,7 @@ class FakePassages:
 
     def __init__(self, table: Table[tuple[SourceId, int], tuple[Source, Passage]]) -> None:
         self.table = table
+        self.languages_changed: list[OrgId] = []
 
     async def replace(self, source: Source, passages: Sequence[Passage]) -> None:
         for key, _ in self.table.items():
@@ -367,6 +371,9 @@ class FakePassages:
     async def list(self, org_id: OrgId, source_id: SourceId, *, limit: int, after: int | None) -> Sequence[Passage]:
         found = [p for s, p in self.table.values() if s.org_id == org_id and s.id == source_id]
         return _page(found, lambda p: p.position, after, limit)
+
+    async def language_changed(self, org_id: OrgId) -> None:
+        self.languages_changed.append(org_id)
 
     async def search(self, org_id: OrgId, scope: SearchScope, query: str, *, limit: int) -> Sequence[PassageHit]:
         words = set(re.findall(r"\w+", query.lower()))

@@ -3,7 +3,10 @@ from uuid import UUID
 
 from pydantic import AliasPath, Field
 
-from infrastructure.http.schemas.common import ResponseModel
+from application.caller import Caller
+from application.use_cases.organizations import UpdateOrganizationCommand
+from domain.organizations import SEARCH_LANGUAGES
+from infrastructure.http.schemas.common import PatchModel, ResponseModel
 
 
 class OrganizationOut(ResponseModel):
@@ -17,6 +20,9 @@ class OrganizationOut(ResponseModel):
     """Its unique short name"""
     created_at: datetime
     """When it was created"""
+    search_language: str
+    """The language its sources' words are stemmed and searched in (PostgreSQL's text search configuration of
+    that name; SQLite's index stems English words whatever the language)"""
 
 
 class MeOut(ResponseModel):
@@ -30,3 +36,13 @@ class MeOut(ResponseModel):
     """The id of the key that authenticated the request"""
     api_key_name: str | None = Field(default=None, validation_alias=AliasPath("api_key", "name"))
     """The name of that key"""
+
+
+class OrganizationUpdate(PatchModel):
+    """The organization's settings an admin may change."""
+
+    search_language: str | None = Field(default=None, json_schema_extra={"enum": sorted(SEARCH_LANGUAGES)})
+    """The language its sources are searched in; its passages are indexed again in it at once"""
+
+    def to_command(self, caller: Caller) -> UpdateOrganizationCommand:
+        return UpdateOrganizationCommand(caller=caller, search_language=self.search_language)

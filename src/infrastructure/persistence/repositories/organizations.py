@@ -19,6 +19,7 @@ def _to_entity(row: Any) -> Organization:
         created_at=utc_required(row.created_at),
         max_concurrent_runs=row.max_concurrent_runs,
         runs_per_minute=row.runs_per_minute,
+        search_language=row.search_language,
     )
 
 
@@ -36,6 +37,7 @@ class SqlOrganizationRepository:
                     created_at=org.created_at,
                     max_concurrent_runs=org.max_concurrent_runs,
                     runs_per_minute=org.runs_per_minute,
+                    search_language=org.search_language,
                 )
             )
         except IntegrityError as error:
@@ -54,4 +56,9 @@ class SqlOrganizationRepository:
             update(organizations)
             .where(organizations.c.id == org.id)
             .values(max_concurrent_runs=org.max_concurrent_runs, runs_per_minute=org.runs_per_minute)
+        )
+
+    async def save_search_language(self, org: Organization) -> None:
+        await self._conn.execute(
+            update(organizations).where(organizations.c.id == org.id).values(search_language=org.search_language)
         )

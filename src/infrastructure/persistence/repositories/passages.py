@@ -19,6 +19,7 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    update,
 )
 from sqlalchemy import table as sql_table
 from sqlalchemy.dialects.postgresql import REGCONFIG, TSQUERY, TSVECTOR
@@ -110,6 +111,10 @@ class SqlPassageRepository:
         if after is not None:
             query = query.where(sources.c.id > after)
         return [(OrgId(row.org_id), SourceId(row.id)) for row in await self._conn.execute(query)]
+
+    async def language_changed(self, org_id: OrgId) -> None:
+        if self._conn.dialect.name == "postgresql":  # the trigger computes the vector in the stored language
+            await self._conn.execute(update(table).where(table.c.org_id == org_id).values(heading=table.c.heading))
 
     async def search(self, org_id: OrgId, scope: SearchScope, query: str, *, limit: int) -> Sequence[PassageHit]:
         if not _WORDS.search(query):
