@@ -33,6 +33,7 @@ from sqlalchemy import text
 from application.caller import Caller
 from application.ports.llm import ModelToolCall
 from application.ports.persistence import SearchScope
+from application.retrieval import PassageSearch
 from application.runs.tools.handler import ToolContext
 from application.runs.tools.native import SourceQuery
 from application.use_cases.agents import CreateAgent, CreateAgentCommand
@@ -163,7 +164,7 @@ async def _latency(uow: SqlAlchemyUnitOfWork, tenant: Tenant, rounds: int) -> li
         agent=tenant.agent,
         trace=NoopRunTrace(),
     )
-    handler = SourceQuery(uow)
+    handler = SourceQuery(PassageSearch(uow, None))
     timings = []
     for _ in range(rounds):
         for n, question in enumerate(_questions()):

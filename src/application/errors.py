@@ -192,6 +192,10 @@ class ModelNotConfigured(ModelError):
     code = "model_not_configured"
 
 
+class EmbeddingsUnavailable(ApplicationError):
+    """The embeddings model did not answer (unreachable, refused the request, or answered nonsense)."""
+
+
 class ToolFailure(ApplicationError):
     """A native tool could not do its work; `detail` is shown to the model."""
 

@@ -140,6 +140,7 @@ def worker(
     async def main() -> None:
         await open_resources(container)
         try:
+            await container.passage_indexer().start()
             async with worker_metrics(container.metrics(), container.run_executor(), settings):
                 await work(
                     container.run_executor(),

@@ -8,6 +8,7 @@ from dependency_injector import containers, providers
 from application.caller import Caller
 from application.loaded_integrations import LoadedIntegrations
 from application.ports.mcp import McpTarget
+from application.retrieval import EmbedPassages, PassageSearch
 from application.runs.ask_agent import AskAgent
 from application.runs.cancel_run import CancelRun
 from application.runs.conversations import AnswerToolCalls, Converse
@@ -82,6 +83,7 @@ from application.use_cases.sources import (
     ListSources,
     ReindexSource,
     SearchSources,
+    ShowSource,
     UploadSource,
 )
 from application.use_cases.threads import (
@@ -315,6 +317,27 @@ class Container(containers.DeclarativeContainer):
     code_sandbox = providers.Singleton(SubprocessPythonSandbox, settings.provided.code_execution_enabled)
     web_outbound = providers.Singleton(NetworkPolicy, allowed_networks=settings.provided.web_allowed_networks)
     web_pages = providers.Singleton(HttpWebPageReader, web_outbound)
+    # -- sources: full text always, by meaning too when an embeddings model is configured -------------------
+    embeddings = providers.Resource(resources.embeddings, settings)
+    embeddings_model = providers.Callable(lambda model: model.model if model is not None else None, embeddings)
+    passage_search = providers.Factory(PassageSearch, uow=uow, embeddings=embeddings)
+    embed_passages = providers.Factory(
+        EmbedPassages,
+        uow=uow,
+        clock=clock,
+        embeddings=embeddings,
+        retry=providers.Callable(
+            lambda seconds: timedelta(seconds=seconds), settings.provided.embeddings_retry_seconds
+        ),
+    )
+    passage_indexer = resources.Background(
+        resources.passage_indexer,
+        providers.Callable(
+            lambda model, make: make if model is not None else None, embeddings, embed_passages.provider
+        ),
+        settings,
+    )
+    show_source = providers.Factory(ShowSource, uow=uow, embeddings_model=embeddings_model)
     upload_source = providers.Factory(
         UploadSource,
         uow=uow,
@@ -323,12 +346,13 @@ class Container(containers.DeclarativeContainer):
         reader=providers.Singleton(FileDocumentReader),
         fetcher=providers.Singleton(HttpFileFetcher, web_outbound),
         max_source_bytes=settings.provided.max_source_bytes,
+        embeddings_model=embeddings_model,
     )
     delete_source = providers.Factory(DeleteSource, uow=uow)
-    reindex_source = providers.Factory(ReindexSource, uow=uow)
+    reindex_source = providers.Factory(ReindexSource, uow=uow, embeddings_model=embeddings_model)
     index_stored_sources = providers.Factory(IndexStoredSources, uow=uow)
     list_passages = providers.Factory(ListPassages, uow=uow)
-    search_sources = providers.Factory(SearchSources, uow=uow)
+    search_sources = providers.Factory(SearchSources, uow=uow, search=passage_search)
     tool_assembler = providers.Factory(
         ToolAssembler,
         uow=uow,
@@ -350,7 +374,7 @@ class Container(containers.DeclarativeContainer):
             ToolType.MCP_PROMPT: providers.Factory(McpPromptRetrieval, get_prompt=get_mcp_prompt),
             ToolType.MCP_RESOURCE: providers.Factory(McpResourceRetrieval, retrieve=retrieve_mcp_resource),
             ToolType.MCP_TOOL: providers.Factory(McpToolCall, execute=execute_mcp_tool),
-            ToolType.SOURCE_QUERY: providers.Factory(SourceQuery, uow=uow),
+            ToolType.SOURCE_QUERY: providers.Factory(SourceQuery, search=passage_search),
             ToolType.WEBSITE_CONTENT: providers.Factory(WebsiteContent, reader=web_pages),
             ToolType.INTERNET_SEARCH: providers.Factory(InternetSearch, search=web_search),
             ToolType.COMMAND: providers.Factory(RunCommand, commands=commands),

@@ -16,6 +16,7 @@ from application.loaded_integrations import LoadedIntegrations
 from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.mcp import McpGateway
 from application.ports.tracing import Tracer
+from application.retrieval import EmbedPassages
 from application.runs.execute_run import RunExecution
 from domain.ids import OrgId, RunId
 from infrastructure.execution import job_queue
@@ -23,10 +24,12 @@ from infrastructure.execution.event_bus import InMemoryRunEventBus
 from infrastructure.execution.in_process import InProcessRunExecutor
 from infrastructure.execution.job_queue import QueueRunExecutor
 from infrastructure.execution.local_catalog_changes import LocalCatalogChanges
+from infrastructure.execution.passage_indexer import PassageIndexer
 from infrastructure.execution.pg_catalog_changes import CatalogChangeListener
 from infrastructure.execution.pg_event_bus import PostgresRunEventBus
 from infrastructure.limits.org_limits import OrgLimits
 from infrastructure.llm import ModelRouter, language_model
+from infrastructure.llm.openai_embeddings import OpenAiEmbeddings
 from infrastructure.mcp_client.gateway import SdkMcpGateway
 from infrastructure.mcp_forgetting import ForgetsLoadedIntegrations
 from infrastructure.mcp_server.server import PublishingServer
@@ -91,6 +94,38 @@ async def language_models(**settings: Any) -> AsyncIterator[ModelRouter]:
         yield router
     finally:
         await router.aclose()
+
+
+async def embeddings(settings: Settings) -> AsyncIterator[OpenAiEmbeddings | None]:
+    """The embeddings model when THREADLINE_EMBEDDINGS_MODEL is set, else None (full-text search only)."""
+    key = settings.embeddings_api_key or settings.openai_api_key
+    if not settings.embeddings_model or key is None:
+        yield None
+        return
+    model = OpenAiEmbeddings(
+        model=settings.embeddings_model,
+        api_key=key.get_secret_value(),
+        base_url=settings.embeddings_base_url or settings.openai_base_url or None,
+        timeout_seconds=settings.openai_timeout_seconds,
+        max_retries=settings.openai_max_retries,
+    )
+    try:
+        yield model
+    finally:
+        await model.aclose()
+
+
+async def passage_indexer(
+    embed: Callable[[], EmbedPassages] | None, settings: Settings
+) -> AsyncIterator[PassageIndexer]:
+    """Embeds passages in the background once started (by `serve` and `worker`), when embeddings are on."""
+    indexer = PassageIndexer(
+        embed, poll_seconds=settings.embeddings_poll_seconds, retry_seconds=settings.embeddings_retry_seconds
+    )
+    try:
+        yield indexer
+    finally:
+        await indexer.stop()
 
 
 async def tracer(settings: Settings) -> AsyncIterator[Tracer]:

@@ -85,6 +85,23 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(default=None, description="Base URL of an OpenAI-compatible API")
     openai_timeout_seconds: float = Field(default=60, gt=0, description="Timeout of one model request")
     openai_max_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed model request")
+    embeddings_base_url: str | None = Field(
+        default=None, description="Base URL of the embeddings API; unset: THREADLINE_OPENAI_BASE_URL"
+    )
+    embeddings_api_key: SecretStr | None = Field(
+        default=None, description="API key of the embeddings API; unset: THREADLINE_OPENAI_API_KEY"
+    )
+    embeddings_model: str | None = Field(
+        default=None,
+        description="Embeddings model of the OpenAI-compatible API (e.g. text-embedding-3-small); set: sources are "
+        "also searched by meaning (hybrid ranking), their passages embedded in the background",
+    )
+    embeddings_retry_seconds: float = Field(
+        default=30, gt=0, description="Passages whose embedding failed are tried again after this long"
+    )
+    embeddings_poll_seconds: float = Field(
+        default=1, gt=0, description="How often a process looks for new passages to embed"
+    )
     default_context_tokens: int = Field(
         default=32_768,
         ge=1_024,
@@ -173,6 +190,14 @@ class Settings(BaseSettings):
     code_execution_enabled: bool = Field(
         default=False, description="Let agents run Python in a subprocess (not an isolation boundary)"
     )
+
+    @field_validator("embeddings_model")
+    @classmethod
+    def _embeddings_need_a_key(cls, model: str | None, info: ValidationInfo) -> str | None:
+        # Declared after both keys, so both are read by now.
+        if model and not (info.data.get("embeddings_api_key") or info.data.get("openai_api_key")):
+            raise ValueError("needs an API key: set THREADLINE_EMBEDDINGS_API_KEY or THREADLINE_OPENAI_API_KEY")
+        return model or None
 
     @field_validator("executor")
     @classmethod

@@ -29,7 +29,7 @@ class _StaleFirstRead:
             t.argument_values,
         )
         self.audit_events, self.usage = t.audit_events, t.usage
-        self.passages = t.passages
+        self.passages, self.passage_vectors = t.passages, t.passage_vectors
 
     def read_only(self) -> FakeUnitOfWork:
         before, self._before = self._before, None

@@ -6,6 +6,7 @@ from application.caller import Caller
 from application.errors import DuplicateSource, SourceNotFound, SourceTooLarge, ThreadNotFound
 from application.pagination import PageRequest
 from application.ports.documents import Document, FetchedFile
+from application.retrieval import PassageSearch
 from application.use_cases.sources import (
     ListPassages,
     ReindexSource,
@@ -92,7 +93,9 @@ async def test_another_organizations_thread_is_not_found() -> None:
     with pytest.raises(ThreadNotFound):
         await upload_source(app).execute(caller, UploadSourceCommand(thread_id=theirs.id, name="a.md", content=b"x"))
     with pytest.raises(ThreadNotFound):
-        await SearchSources(app.uow).execute(caller, SearchSourcesQuery(thread_id=theirs.id, text="x"))
+        await SearchSources(app.uow, PassageSearch(app.uow, None)).execute(
+            caller, SearchSourcesQuery(thread_id=theirs.id, text="x")
+        )
 
 
 async def test_a_url_is_fetched_and_remembered_as_the_origin() -> None:
@@ -108,7 +111,8 @@ async def test_a_url_is_fetched_and_remembered_as_the_origin() -> None:
         "https://example.org/faq.md",
         "faq.md",
     )
-    [hit] = await SearchSources(app.uow).execute(caller, SearchSourcesQuery(thread_id=thread.id, text="refunds"))
+    search = SearchSources(app.uow, PassageSearch(app.uow, None))
+    [hit] = (await search.execute(caller, SearchSourcesQuery(thread_id=thread.id, text="refunds"))).hits
     assert hit.source_id == indexed.source.id and hit.passage.heading == "FAQ"
 
 

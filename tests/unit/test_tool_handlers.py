@@ -9,6 +9,7 @@ from application.errors import McpConnectionFailed, ToolFailure
 from application.ports.mcp import McpPromptInfo, McpResourceInfo, McpResourceTemplateInfo, McpToolInfo
 from application.ports.native_tools import CommandSpec, ProcessOutput, SearchHit, WebPage
 from application.ports.tracing import Level
+from application.retrieval import PassageSearch
 from application.runs.tools.assembly import RETRIEVE_PROMPT, RETRIEVE_RESOURCE, AssembledTools, tool_name
 from application.runs.tools.handler import ToolContext, ToolHandler, ToolOutcome
 from application.runs.tools.native import (
@@ -103,7 +104,9 @@ async def test_a_source_query_finds_passages_in_the_threads_and_the_agents_sourc
     )
     await add_source(app, agent, thread=await app.thread(agent), text="another invoice elsewhere")
     await add_source(app, agent, thread=thread)  # a blob: never read
-    outcome = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, {"query": "invoice due"}, agent, thread)
+    outcome = await run(
+        SourceQuery(PassageSearch(app.uow, None)), ToolType.SOURCE_QUERY, {"query": "invoice due"}, agent, thread
+    )
     assert not outcome.is_error
     assert outcome.text == (
         f"[1] mail — Billing (source_id {in_thread.id}, passage 0)\nThe invoice is due on Friday.\n\n"
@@ -117,7 +120,7 @@ async def test_a_source_query_may_search_one_source_only() -> None:
     await add_source(app, agent, thread=thread, text="apples", name="first")
     second = await add_source(app, agent, thread=thread, text="apples and pears", name="second")
     arguments = {"query": "apples", "source_id": str(second.id)}
-    outcome = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, arguments, agent, thread)
+    outcome = await run(SourceQuery(PassageSearch(app.uow, None)), ToolType.SOURCE_QUERY, arguments, agent, thread)
     assert outcome.text == f"[1] second — passage 1 (source_id {second.id}, passage 0)\napples and pears"
 
 
@@ -126,7 +129,9 @@ async def test_a_source_query_keeps_to_its_character_budget() -> None:
     _, agent, thread = await an_agent_and_thread(app)
     paragraphs = "\n\n".join(f"needle {n} " + "filler " * 130 for n in range(12))
     await add_source(app, agent, thread=thread, text=paragraphs)
-    outcome = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, {"query": "needle"}, agent, thread)
+    outcome = await run(
+        SourceQuery(PassageSearch(app.uow, None)), ToolType.SOURCE_QUERY, {"query": "needle"}, agent, thread
+    )
     assert SOURCE_QUERY_BUDGET - 200 <= len(outcome.text) <= SOURCE_QUERY_BUDGET
     assert outcome.text.count("[") == outcome.text.count("(source_id") <= SOURCE_QUERY_PASSAGES
     assert outcome.text.endswith("…")
@@ -137,7 +142,7 @@ async def test_the_trace_shows_the_query_and_the_passages_returned() -> None:
     _, agent, thread = await an_agent_and_thread(app)
     source = await add_source(app, agent, thread=thread, text="apples and pears", name="fruit")
     trace = RecordingTrace()
-    await SourceQuery(app.uow)(
+    await SourceQuery(PassageSearch(app.uow, None))(
         call("source_query", {"query": "pears"}), native(ToolType.SOURCE_QUERY), context(agent, thread, trace)
     )
     [span] = trace.spans
@@ -150,11 +155,15 @@ async def test_the_trace_shows_the_query_and_the_passages_returned() -> None:
 async def test_a_source_query_says_when_nothing_matches() -> None:
     app = FakeApp()
     _, agent, thread = await an_agent_and_thread(app)
-    empty = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, {"query": "x"}, agent, thread)
+    empty = await run(SourceQuery(PassageSearch(app.uow, None)), ToolType.SOURCE_QUERY, {"query": "x"}, agent, thread)
     assert empty.text == "No passage of this thread's sources matches 'x'." and not empty.is_error
     fruit = await add_source(app, agent, thread=thread, text="apples", name="fruit")
     missed = await run(
-        SourceQuery(app.uow), ToolType.SOURCE_QUERY, {"query": "pears", "source_id": str(fruit.id)}, agent, thread
+        SourceQuery(PassageSearch(app.uow, None)),
+        ToolType.SOURCE_QUERY,
+        {"query": "pears", "source_id": str(fruit.id)},
+        agent,
+        thread,
     )
     assert missed.text == f"No passage of source {fruit.id} matches 'pears'."
 
@@ -167,7 +176,7 @@ async def test_a_source_query_does_not_read_another_organizations_sources() -> N
     foreign = ToolContext(
         org_id=agent.org_id, run_id=RunId(thread.id), thread_id=their_thread.id, agent=agent, trace=RecordingTrace()
     )
-    outcome = await SourceQuery(app.uow)(
+    outcome = await SourceQuery(PassageSearch(app.uow, None))(
         call("source_query", {"query": "secret"}), native(ToolType.SOURCE_QUERY), foreign
     )
     assert outcome.text == "No passage of this thread's sources matches 'secret'."
@@ -183,7 +192,7 @@ async def test_a_source_query_does_not_read_another_organizations_sources() -> N
 async def test_a_source_query_without_a_query_is_an_error_for_the_model(arguments: dict[str, Any], text: str) -> None:
     app = FakeApp()
     _, agent, thread = await an_agent_and_thread(app)
-    outcome = await run(SourceQuery(app.uow), ToolType.SOURCE_QUERY, arguments, agent, thread)
+    outcome = await run(SourceQuery(PassageSearch(app.uow, None)), ToolType.SOURCE_QUERY, arguments, agent, thread)
     assert (outcome.text, outcome.is_error) == (text, True)
 
 

@@ -186,6 +186,59 @@ class PassageRepository(Protocol):
         ...
 
 
+@dataclass(frozen=True, kw_only=True)
+class PassageToEmbed:
+    """A passage taken to be embedded: its row id and the text its vector is made of."""
+
+    id: int
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmbeddingState:
+    """How far a source's passages are embedded for one model."""
+
+    passages: int
+    embedded: int
+    failed: int
+    """Passages whose last attempt failed (retried later)"""
+    error: str | None = None
+    """The last failure's message, if any passage failed"""
+
+
+class PassageVectorRepository(Protocol):
+    """Passage embeddings per model. A passage is taken before it is embedded, so processes never embed the same
+    passage at once; a process that stops holding one lets it go when its hold ends."""
+
+    async def newest_passage(self) -> int:
+        """The highest passage row id (0 when there is none): new passages are always above it."""
+        ...
+
+    async def take(self, model: str, *, limit: int, now: datetime, hold_until: datetime) -> Sequence[PassageToEmbed]:
+        """Up to `limit` passages without a vector for the model that nobody holds (never taken, or their hold
+        ended before `now`), now held until `hold_until`, oldest first; across organizations."""
+        ...
+
+    async def store(self, model: str, vectors: Sequence[tuple[int, bytes]]) -> None:
+        """The passages' vectors (float32, unit length), their holds released; passages gone meanwhile are
+        skipped."""
+        ...
+
+    async def failed(self, model: str, passage_ids: Sequence[int], error: str, *, retry_at: datetime) -> None:
+        """The passages could not be embedded: `error` is kept and they are taken again from `retry_at`."""
+        ...
+
+    async def nearest(
+        self, org_id: OrgId, scope: SearchScope, model: str, vector: bytes, *, limit: int
+    ) -> Sequence[PassageHit]:
+        """The passages in scope closest in meaning to `vector` (cosine similarity), best first."""
+        ...
+
+    async def state(self, org_id: OrgId, source_id: SourceId, model: str | None) -> EmbeddingState:
+        """How many passages the source has, and how many are embedded for the model (None: none is)."""
+        ...
+
+
 class RunRepository(Protocol):
     async def add(self, run: Run) -> None:
         """Raises IdempotencyConflict when the organization already has a run with its idempotency key."""
@@ -324,6 +377,7 @@ class UnitOfWork(Protocol):
     integrations: McpIntegrationRepository
     sources: SourceRepository
     passages: PassageRepository
+    passage_vectors: PassageVectorRepository
     runs: RunRepository
     run_events: RunEventRepository
     prompt_templates: PromptTemplateRepository

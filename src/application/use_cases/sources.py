@@ -1,7 +1,6 @@
 """Sources of threads and agents: uploaded (a file or a URL), listed, read, deleted, re-indexed, and
 searched passage by passage."""
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from application.caller import Caller
@@ -16,8 +15,9 @@ from application.errors import (
 )
 from application.pagination import Page, PageRequest, decode_id_cursor, decode_position_cursor, page_of
 from application.ports.documents import DocumentReader, FileFetcher
-from application.ports.persistence import PassageHit, SearchScope, SourceSummary, UnitOfWork
+from application.ports.persistence import EmbeddingState, SearchScope, SourceSummary, UnitOfWork
 from application.ports.system import Clock, IdGenerator
+from application.retrieval import PassageSearch, Retrieved, SourceIndexing, indexing_of
 from domain.errors import InvalidValue
 from domain.ids import AgentId, OrgId, SourceId, ThreadId
 from domain.sources import (
@@ -73,6 +73,27 @@ class GetSource:
         return source
 
 
+@dataclass(frozen=True, kw_only=True)
+class ShownSource:
+    source: Source
+    indexing: SourceIndexing
+
+
+class ShowSource:
+    """A source with how far it is indexed (its passages, and how many are embedded when embeddings are on)."""
+
+    def __init__(self, uow: UnitOfWork, embeddings_model: str | None) -> None:
+        self._uow, self._model = uow, embeddings_model
+
+    async def execute(self, caller: Caller, source_id: SourceId) -> ShownSource:
+        async with self._uow.read_only() as uow:
+            source = await uow.sources.get(caller.org_id, source_id)
+            if source is None:
+                raise SourceNotFound(f"source {source_id} not found")
+            state = await uow.passage_vectors.state(caller.org_id, source_id, self._model)
+        return ShownSource(source=source, indexing=indexing_of(state, embeddings_enabled=self._model is not None))
+
+
 async def _require_owner(uow: UnitOfWork, org_id: OrgId, thread_id: ThreadId | None, agent_id: AgentId | None) -> None:
     if thread_id is not None and await uow.threads.get(org_id, thread_id) is None:
         raise ThreadNotFound(f"thread {thread_id} not found")
@@ -103,6 +124,13 @@ class IndexedSource:
     source: Source
     passages: int
     """How many passages it was split into"""
+    indexing: SourceIndexing
+
+
+def _indexed(source: Source, passages: int, embeddings_model: str | None) -> IndexedSource:
+    state = EmbeddingState(passages=passages, embedded=0, failed=0)
+    indexing = indexing_of(state, embeddings_enabled=embeddings_model is not None)
+    return IndexedSource(source=source, passages=passages, indexing=indexing)
 
 
 class UploadSource:
@@ -117,9 +145,11 @@ class UploadSource:
         reader: DocumentReader,
         fetcher: FileFetcher,
         max_source_bytes: int,
+        embeddings_model: str | None = None,
     ) -> None:
         self._uow, self._clock, self._ids = uow, clock, ids
         self._reader, self._fetcher, self._max_bytes = reader, fetcher, max_source_bytes
+        self._embeddings_model = embeddings_model
 
     @property
     def max_bytes(self) -> int:
@@ -164,7 +194,7 @@ class UploadSource:
             await uow.sources.add(source)
             await uow.passages.replace(source, passages)
             await uow.commit()
-        return IndexedSource(source=source, passages=len(passages))
+        return _indexed(source, len(passages), self._embeddings_model)
 
     async def _file(self, command: UploadSourceCommand) -> tuple[str, str | None, bytes, SourceOrigin]:
         if command.url is not None:
@@ -201,10 +231,11 @@ class DeleteSource:
 
 class ReindexSource:
     """Splits a source into passages again (after the way sources are split or the organization's search
-    language changed): its passages are replaced at once, searches see the old ones or the new ones."""
+    language changed): its passages are replaced at once, searches see the old ones or the new ones. Their
+    embeddings are made again in the background."""
 
-    def __init__(self, uow: UnitOfWork) -> None:
-        self._uow = uow
+    def __init__(self, uow: UnitOfWork, embeddings_model: str | None = None) -> None:
+        self._uow, self._embeddings_model = uow, embeddings_model
 
     async def execute(self, caller: Caller, source_id: SourceId) -> IndexedSource:
         async with self._uow as uow:
@@ -214,7 +245,7 @@ class ReindexSource:
             passages = passages_of(source)
             await uow.passages.replace(source, passages)
             await uow.commit()
-        return IndexedSource(source=source, passages=len(passages))
+        return _indexed(source, len(passages), self._embeddings_model)
 
 
 class IndexStoredSources:
@@ -266,19 +297,19 @@ class SearchSourcesQuery:
 
 
 class SearchSources:
-    """The passages of a thread's sources (and its agent's) that best answer a query, best first."""
+    """The passages of a thread's sources (and its agent's) that best answer a query, best first: in full text,
+    or hybrid (full text and meaning) when embeddings are on."""
 
-    def __init__(self, uow: UnitOfWork) -> None:
-        self._uow = uow
+    def __init__(self, uow: UnitOfWork, search: PassageSearch) -> None:
+        self._uow, self._search = uow, search
 
-    async def execute(self, caller: Caller, query: SearchSourcesQuery) -> Sequence[PassageHit]:
+    async def execute(self, caller: Caller, query: SearchSourcesQuery) -> Retrieved:
         if not query.text.strip():
             raise InvalidValue("the query is empty")
         async with self._uow.read_only() as uow:
             thread = await uow.threads.get(caller.org_id, query.thread_id)
-            if thread is None:
-                raise ThreadNotFound(f"thread {query.thread_id} not found")
-            scope = SearchScope(thread_id=thread.id, agent_id=thread.agent_id, source_id=query.source_id)
-            return await uow.passages.search(
-                caller.org_id, scope, query.text, limit=min(max(query.limit, 1), SEARCH_LIMIT_MAX)
-            )
+        if thread is None:
+            raise ThreadNotFound(f"thread {query.thread_id} not found")
+        scope = SearchScope(thread_id=thread.id, agent_id=thread.agent_id, source_id=query.source_id)
+        limit = min(max(query.limit, 1), SEARCH_LIMIT_MAX)
+        return await self._search.search(caller.org_id, scope, query.text, limit=limit)

@@ -74,6 +74,7 @@ def create_app(container: Container | None = None) -> FastAPI:
             files = container.prompt_files()
             files.on_change(container.publishing_server().catalog_changed)
             await files.start()
+            await container.passage_indexer().start()
             async with endpoint.running():
                 yield
         finally:

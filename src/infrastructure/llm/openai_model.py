@@ -58,18 +58,18 @@ class OpenAiLanguageModel:
             raise self._status_error(error) from None
         except APITimeoutError as error:
             raise ModelUnavailable(
-                f"model provider did not answer within {self._timeout_seconds:g} s {_attempts(error.request)}"
+                f"model provider did not answer within {self._timeout_seconds:g} s {attempts_of(error.request)}"
             ) from None
         except APIConnectionError as error:
             url = error.request.url
             cause = self._redact(str(error.__cause__ or error.message))
             raise ModelUnavailable(
                 f"could not reach the model provider at {url.scheme}://{url.netloc.decode()}"
-                f" {_attempts(error.request)}: {cause}"
+                f" {attempts_of(error.request)}: {cause}"
             ) from None
         except APIError as error:
             raise ModelUnavailable(
-                f"model provider failed while answering: {self._redact(_provider_detail(error))}"
+                f"model provider failed while answering: {self._redact(provider_detail(error))}"
             ) from None
         except OpenAIError as error:
             raise ModelError(f"model call failed: {self._redact(str(error))}") from None
@@ -117,8 +117,8 @@ class OpenAiLanguageModel:
     def _status_error(self, error: APIStatusError) -> ModelError:
         status = error.status_code
         message = (
-            f"model provider returned {status} {_attempts(error.response.request)}:"
-            f" {self._redact(_provider_detail(error))}"
+            f"model provider returned {status} {attempts_of(error.response.request)}:"
+            f" {self._redact(provider_detail(error))}"
         )
         if status >= 500 or status in _TRANSIENT_STATUSES:
             return ModelUnavailable(message)
@@ -185,7 +185,7 @@ def _usage_of(usage: CompletionUsage) -> Usage:
     return Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens, cached_tokens=cached or 0)
 
 
-def _attempts(request: httpx2.Request) -> str:
+def attempts_of(request: httpx2.Request) -> str:
     # The SDK numbers its retries in this header; the last request tells how many attempts were made.
     try:
         count = int(request.headers.get("x-stainless-retry-count", "0")) + 1
@@ -194,7 +194,7 @@ def _attempts(request: httpx2.Request) -> str:
     return "after 1 attempt" if count == 1 else f"after {count} attempts"
 
 
-def _provider_detail(error: APIError) -> str:
+def provider_detail(error: APIError) -> str:
     body = error.body
     detail: object = None
     if isinstance(body, dict):

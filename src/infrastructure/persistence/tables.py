@@ -204,6 +204,27 @@ source_passages = Table(
     Index(None, "org_id", "agent_id"),
 )
 
+passage_vectors = Table(
+    "passage_vectors",
+    metadata,
+    Column(
+        "passage_id",
+        BigInteger().with_variant(Integer(), "sqlite"),
+        ForeignKey("source_passages.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("model", String(200), primary_key=True),
+    Column("org_id", Uuid, ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("source_id", Uuid, nullable=False),
+    Column("vector", LargeBinary, nullable=True),  # float32, little-endian, unit length; None until embedded
+    # Until embedded: the process that took the passage holds it until then (after a failure: retried then).
+    Column("held_until", DateTime(timezone=True), nullable=True),
+    Column("error", Text, nullable=True),
+    Index(None, "org_id", "model"),
+    Index(None, "source_id", "model"),
+    Index(None, "held_until"),
+)
+
 runs = Table(
     "runs",
     metadata,

@@ -14,6 +14,7 @@ from infrastructure.persistence.repositories.audit_events import SqlAuditEventRe
 from infrastructure.persistence.repositories.integrations import SqlMcpIntegrationRepository
 from infrastructure.persistence.repositories.messages import SqlMessageRepository
 from infrastructure.persistence.repositories.organizations import SqlOrganizationRepository
+from infrastructure.persistence.repositories.passage_vectors import SqlPassageVectorRepository
 from infrastructure.persistence.repositories.passages import SqlPassageRepository
 from infrastructure.persistence.repositories.prompt_templates import (
     SqlArgumentValueRepository,
@@ -38,6 +39,7 @@ class Transaction:
         self.integrations = SqlMcpIntegrationRepository(connection)
         self.sources = SqlSourceRepository(connection)
         self.passages = SqlPassageRepository(connection)
+        self.passage_vectors = SqlPassageVectorRepository(connection)
         self.runs = SqlRunRepository(connection)
         self.run_events = SqlRunEventRepository(connection)
         self.prompt_templates = SqlPromptTemplateRepository(connection)

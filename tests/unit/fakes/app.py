@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from application.caller import Caller
+from application.retrieval import PassageSearch
 from application.runs.ask_agent import AskAgent
 from application.runs.execute_run import ExecuteRun
 from application.runs.model_call import ModelCall
@@ -99,7 +100,7 @@ class FakeApp:
             ToolType.MCP_PROMPT: McpPromptRetrieval(GetMcpPrompt(uow, secrets, gateway)),
             ToolType.MCP_RESOURCE: McpResourceRetrieval(retrieve),
             ToolType.MCP_TOOL: McpToolCall(ExecuteMcpTool(uow, secrets, gateway)),
-            ToolType.SOURCE_QUERY: SourceQuery(uow),
+            ToolType.SOURCE_QUERY: SourceQuery(PassageSearch(uow, None)),
             ToolType.WEBSITE_CONTENT: WebsiteContent(self.web_pages),
             ToolType.INTERNET_SEARCH: InternetSearch(self.search),
             ToolType.COMMAND: RunCommand(self.commands),

@@ -19,11 +19,14 @@ from application.ports.persistence import (
     ApiKeyRepository,
     ArgumentValueRepository,
     AuditEventRepository,
+    EmbeddingState,
     McpIntegrationRepository,
     MessageRepository,
     OrganizationRepository,
     PassageHit,
     PassageRepository,
+    PassageToEmbed,
+    PassageVectorRepository,
     PromptTemplateRepository,
     RunEventRepository,
     RunRepository,
@@ -351,6 +354,34 @@ class FakeSources:
         return True
 
 
+class FakePassageVectors:
+    """No passage is ever embedded: unit tests search in full text (the databases' tests embed)."""
+
+    def __init__(self, passages: Table[tuple[SourceId, int], tuple[Source, Passage]]) -> None:
+        self.passages = passages
+
+    async def newest_passage(self) -> int:
+        return len(self.passages.values())
+
+    async def take(self, model: str, *, limit: int, now: datetime, hold_until: datetime) -> Sequence[PassageToEmbed]:
+        return []
+
+    async def store(self, model: str, vectors: Sequence[tuple[int, bytes]]) -> None:
+        raise AssertionError("nothing was taken to be embedded")
+
+    async def failed(self, model: str, passage_ids: Sequence[int], error: str, *, retry_at: datetime) -> None:
+        raise AssertionError("nothing was taken to be embedded")
+
+    async def nearest(
+        self, org_id: OrgId, scope: SearchScope, model: str, vector: bytes, *, limit: int
+    ) -> Sequence[PassageHit]:
+        return []
+
+    async def state(self, org_id: OrgId, source_id: SourceId, model: str | None) -> EmbeddingState:
+        count = sum(1 for s, _ in self.passages.values() if s.org_id == org_id and s.id == source_id)
+        return EmbeddingState(passages=count, embedded=0, failed=0)
+
+
 class FakePassages:
     """Passages searched by the words they share with the query (the databases rank by bm25 or ts_rank_cd)."""
 
@@ -630,6 +661,7 @@ class FakeUnitOfWork:
         self.integrations: McpIntegrationRepository = FakeIntegrations(self._table(s.integrations))
         self.sources: SourceRepository = FakeSources(self._table(s.sources))
         self.passages: PassageRepository = FakePassages(self._table(s.passages))
+        self.passage_vectors: PassageVectorRepository = FakePassageVectors(self._table(s.passages))
         self.runs: RunRepository = FakeRuns(self._table(s.runs))
         self.run_events: RunEventRepository = FakeRunEvents(self._table(s.run_events))
         self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))

@@ -6,8 +6,9 @@ from uuid import UUID
 from application.errors import ToolFailure
 from application.ports.llm import ModelToolCall
 from application.ports.native_tools import CodeSandbox, CommandRunner, ProcessOutput, WebPageReader, WebSearch
-from application.ports.persistence import PassageHit, SearchScope, UnitOfWork
+from application.ports.persistence import PassageHit, SearchScope
 from application.ports.tracing import Level
+from application.retrieval import PassageSearch
 from application.runs.tools.handler import ToolContext, ToolOutcome
 from domain.ids import SourceId
 from domain.tools import Tool
@@ -36,12 +37,12 @@ def _hit_text(number: int, hit: PassageHit, room: int) -> str | None:
 
 
 class SourceQuery:
-    """source_query: full-text search of the passages of the thread's sources and its agent's; the best
-    passages with their source, location and ids, within a character budget. The run's trace shows the
-    query and the passages returned."""
+    """source_query: search of the passages of the thread's sources and its agent's (full text, or hybrid with
+    embeddings on); the best passages with their source, location and ids, within a character budget. The
+    run's trace shows the query, how it was searched and the passages returned."""
 
-    def __init__(self, uow: UnitOfWork) -> None:
-        self._uow = uow
+    def __init__(self, search: PassageSearch) -> None:
+        self._search = search
 
     async def __call__(self, call: ModelToolCall, tool: Tool, context: ToolContext) -> ToolOutcome:
         query = str(call.arguments.get("query") or "").strip()
@@ -56,8 +57,8 @@ class SourceQuery:
             "source_query", input={"query": query, "source_id": only}, metadata={"operationType": "source_query"}
         )
         scope = SearchScope(thread_id=context.thread_id, agent_id=context.agent.id, source_id=source_id)
-        async with self._uow.read_only() as uow:
-            hits = await uow.passages.search(context.org_id, scope, query, limit=SOURCE_QUERY_PASSAGES)
+        found = await self._search.search(context.org_id, scope, query, limit=SOURCE_QUERY_PASSAGES)
+        hits = found.hits
         parts: list[str] = []
         returned: list[dict[str, object]] = []
         room = SOURCE_QUERY_BUDGET
@@ -82,7 +83,7 @@ class SourceQuery:
             text = f"No passage of source {source_id} matches {query!r}."
         else:
             text = f"No passage of this thread's sources matches {query!r}."
-        span.end(output={"passages": returned, "text": text})
+        span.end(output={"mode": found.mode.value, "note": found.note, "passages": returned, "text": text})
         return ToolOutcome(text=text)
 
 

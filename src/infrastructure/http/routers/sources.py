@@ -27,6 +27,7 @@ from application.use_cases.sources import (
     ReindexSource,
     SearchSources,
     SearchSourcesQuery,
+    ShowSource,
     UploadSource,
     UploadSourceCommand,
 )
@@ -37,6 +38,7 @@ from infrastructure.http.auth import CallerDep
 from infrastructure.http.openapi import ApiRoute, errors
 from infrastructure.http.schemas.common import PageOut, page_request
 from infrastructure.http.schemas.sources import (
+    IndexingOut,
     PassageOut,
     SearchResultsOut,
     SourceOut,
@@ -74,16 +76,19 @@ async def list_agent_sources(
 @router.get(
     "/sources/{source_id}",
     response_model=SourceOut,
-    summary="A source with its text or table content",
+    summary="A source with its text or table content, and how far it is indexed",
     responses=errors(SourceNotFound),
 )
 @inject
 async def get_source(
     source_id: UUID,
     caller: CallerDep,
-    use_case: Annotated[GetSource, Depends(Provide[Container.get_source])],
+    use_case: Annotated[ShowSource, Depends(Provide[Container.show_source])],
 ) -> SourceOut:
-    return SourceOut.model_validate(await use_case.execute(caller, SourceId(source_id)))
+    shown = await use_case.execute(caller, SourceId(source_id))
+    return SourceOut.model_validate(shown.source).model_copy(
+        update={"indexing": IndexingOut.model_validate(shown.indexing)}
+    )
 
 
 @router.get(
@@ -160,7 +165,9 @@ async def _upload_command(form: SourceUpload, max_bytes: int, **owner: ThreadId 
 
 
 def _uploaded(indexed: IndexedSource) -> UploadedSourceOut:
-    return UploadedSourceOut.model_validate({"source": indexed.source, "passages": indexed.passages})
+    return UploadedSourceOut.model_validate(
+        {"source": indexed.source, "passages": indexed.passages, "indexing": indexed.indexing}
+    )
 
 
 @router.post(
@@ -252,10 +259,11 @@ async def list_passages(
 @router.get(
     "/threads/{thread_id}/sources/search",
     response_model=SearchResultsOut,
-    summary="Full-text search of the passages of the thread's sources and its agent's",
+    summary="Search the passages of the thread's sources and its agent's",
     description="Any text is a query: its words are looked up (stemmed, in the organization's search language "
     'on PostgreSQL); passages holding more and rarer words rank first. On PostgreSQL, `"a phrase"`, `or` and '
-    "`-word` work as in web search engines.",
+    "`-word` work as in web search engines. With an embeddings model configured (THREADLINE_EMBEDDINGS_MODEL) "
+    "the search is hybrid: passages close in meaning are merged in by reciprocal rank fusion.",
     responses=errors(ThreadNotFound, InvalidValue),
 )
 @inject
@@ -273,5 +281,5 @@ async def search_thread_sources(
         limit=limit,
         source_id=SourceId(source_id) if source_id else None,
     )
-    hits = await use_case.execute(caller, query)
-    return SearchResultsOut.model_validate({"data": hits})
+    found = await use_case.execute(caller, query)
+    return SearchResultsOut.model_validate({"data": found.hits, "mode": found.mode, "note": found.note})

@@ -1,7 +1,7 @@
 from datetime import datetime
 from uuid import UUID
 
-from pydantic import AliasPath, Field
+from pydantic import AliasPath, Field, JsonValue
 
 from application.caller import Caller
 from application.use_cases.organizations import UpdateOrganizationCommand
@@ -38,10 +38,13 @@ class MeOut(ResponseModel):
     """The name of that key"""
 
 
+_LANGUAGES: list[JsonValue] = [*sorted(SEARCH_LANGUAGES)]
+
+
 class OrganizationUpdate(PatchModel):
     """The organization's settings an admin may change."""
 
-    search_language: str | None = Field(default=None, json_schema_extra={"enum": sorted(SEARCH_LANGUAGES)})
+    search_language: str | None = Field(default=None, json_schema_extra={"enum": _LANGUAGES})
     """The language its sources are searched in; its passages are indexed again in it at once"""
 
     def to_command(self, caller: Caller) -> UpdateOrganizationCommand:

@@ -4,6 +4,7 @@ from uuid import UUID
 
 from pydantic import computed_field, field_validator
 
+from application.retrieval import EmbeddingStatus, SearchMode
 from domain.sources import CreatedBy, SourceKind, TableData
 from infrastructure.http.schemas.common import ResponseModel
 
@@ -44,13 +45,29 @@ class SourceSummaryOut(ResponseModel):
     """The agent it belongs to, if any"""
 
 
+class IndexingOut(ResponseModel):
+    """How far a source is indexed: its passages are searchable by their words at once; with embeddings on,
+    by their meaning too once embedded (in the background)."""
+
+    passages: int
+    """How many passages it was split into"""
+    embeddings: EmbeddingStatus
+    """`off` (no embeddings model configured), `pending`, `ready`, or `failed` (retried; see `error`)"""
+    embedded: int
+    """How many of its passages are embedded"""
+    error: str | None
+    """Why embedding its passages last failed, if it did"""
+
+
 class SourceOut(SourceSummaryOut):
-    """An imported source with its text or table."""
+    """An imported source with its text or table, and how far it is indexed."""
 
     text: str | None
     """The text, for text sources"""
     data: dict[str, Any] | None
     """The table (`headers`, `rows`), for data sources"""
+    indexing: IndexingOut | None = None
+    """How far it is indexed for retrieval"""
 
     @computed_field(description="Where to download its raw content")  # type: ignore[prop-decorator]
     @property
@@ -81,6 +98,8 @@ class UploadedSourceOut(ResponseModel):
     """The source"""
     passages: int
     """How many passages it was split into for retrieval"""
+    indexing: IndexingOut
+    """How far it is indexed (embeddings follow in the background when they are on)"""
 
 
 class PassageOut(ResponseModel):
@@ -110,7 +129,8 @@ class PassageHitOut(ResponseModel):
     passage: PassageOut
     """The passage"""
     snippet: str
-    """Its words around the query's terms, the terms in **bold**"""
+    """Its words around the query's terms, the terms in **bold** (a passage found by its meaning alone: its
+    opening)"""
     score: float
     """Its relevance: higher is better, comparable within one search only"""
 
@@ -120,3 +140,7 @@ class SearchResultsOut(ResponseModel):
 
     data: list[PassageHitOut]
     """The passages, best first"""
+    mode: SearchMode
+    """`full_text`, or `hybrid` (full text and meaning, merged by reciprocal rank fusion) with embeddings on"""
+    note: str | None = None
+    """Why a hybrid search fell back to full text, if it did"""

@@ -49,7 +49,7 @@ _PLAIN_WORDS = re.compile(r"'(?:[^']|'')+'(?: & '(?:[^']|'')+')*")
 _HIGHLIGHT = ("**", "**")
 
 
-def _passage(row: Any) -> Passage:
+def passage_of_row(row: Any) -> Passage:
     return Passage(position=row.position, text=row.text, heading=row.heading, page=row.page, row=row.table_row)
 
 
@@ -96,7 +96,7 @@ class SqlPassageRepository:
         )
         if after is not None:
             query = query.where(table.c.position > after)
-        return [_passage(row) for row in await self._conn.execute(query)]
+        return [passage_of_row(row) for row in await self._conn.execute(query)]
 
     async def unindexed(self, *, limit: int, after: SourceId | None) -> Sequence[tuple[OrgId, SourceId]]:
         query = (
@@ -119,7 +119,7 @@ class SqlPassageRepository:
     async def search(self, org_id: OrgId, scope: SearchScope, query: str, *, limit: int) -> Sequence[PassageHit]:
         if not _WORDS.search(query):
             return []
-        conditions = [table.c.org_id == org_id, *_scope(scope)]
+        conditions = [table.c.org_id == org_id, *scope_conditions(scope)]
         postgres = self._conn.dialect.name == "postgresql"
         words = await self._lexemes(org_id, query) if postgres else _fts5_words(query)
         # Ranking every passage that holds any one word of a question is slow on a large index (common words
@@ -174,7 +174,7 @@ def _hits(rows: Any) -> list[PassageHit]:
         PassageHit(
             source_id=SourceId(row.source_id),
             source_name=row.source_name,
-            passage=_passage(row),
+            passage=passage_of_row(row),
             snippet=row.snippet or row.text[:300],
             score=float(row.score),
         )
@@ -241,7 +241,7 @@ def _postgres(
     )
 
 
-def _scope(scope: SearchScope) -> list[ColumnElement[bool]]:
+def scope_conditions(scope: SearchScope) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = []
     if scope.thread_id is not None and scope.agent_id is not None:
         conditions.append(or_(table.c.thread_id == scope.thread_id, table.c.agent_id == scope.agent_id))
