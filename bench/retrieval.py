@@ -1,6 +1,7 @@
 """Retrieval quality and source_query latency, on SQLite and PostgreSQL.
 
     .venv/bin/python -m bench.retrieval [--backends sqlite,postgresql] [--passages 10000] [--organizations 2]
+        [--hybrid]
 
 Quality: the shipped corpus (bench/retrieval_corpus: twelve handbooks, sixty questions each answered by one
 section) is uploaded to a thread as Markdown files, and each question is asked of the thread's full-text
@@ -13,6 +14,10 @@ text; all in one thread), then every question is asked through the source_query 
 calls it (one read-only unit of work, the search, the answer within its budget), several rounds; p50 and p95
 in milliseconds.
 
+Hybrid (--hybrid): the same, with every passage embedded by the deterministic embeddings server of the tests
+(tests/fakes/embeddings_server.py: hashed word stems and trigrams, no model can be downloaded here), searches
+merging full text and nearest vectors; its quality says the fusion works, not how good a real model would be.
+
 PostgreSQL: a scratch database on THREADLINE_BENCH_POSTGRES_URL's server (default postgres@127.0.0.1:5432).
 """
 
@@ -24,16 +29,17 @@ import re
 import statistics
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from uuid import uuid4
 
 from sqlalchemy import text
 
 from application.caller import Caller
 from application.ports.llm import ModelToolCall
-from application.ports.persistence import SearchScope
-from application.retrieval import PassageSearch
+from application.ports.persistence import SearchScope, UnitOfWork
+from application.retrieval import EmbedPassages, PassageSearch
 from application.runs.tools.handler import ToolContext
 from application.runs.tools.native import SourceQuery
 from application.use_cases.agents import CreateAgent, CreateAgentCommand
@@ -47,6 +53,7 @@ from domain.native_tools import NATIVE_TOOLS_BY_TYPE
 from domain.tools import Tool, ToolType
 from infrastructure.documents.fetcher import HttpFileFetcher
 from infrastructure.documents.reader import FileDocumentReader
+from infrastructure.llm.openai_embeddings import OpenAiEmbeddings
 from infrastructure.outbound.guard import NetworkPolicy
 from infrastructure.persistence import migrations
 from infrastructure.persistence.engine import Database
@@ -54,6 +61,7 @@ from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.security.api_keys import Sha256KeyHasher
 from infrastructure.system import SystemClock, Uuid7Generator
 from infrastructure.tracing.noop import NoopRunTrace
+from tests.fakes.embeddings_server import FakeEmbeddings
 
 CORPUS = Path(__file__).with_name("retrieval_corpus")
 PASSAGES_PER_FILLER = 100
@@ -134,12 +142,13 @@ async def _fill(uow: SqlAlchemyUnitOfWork, tenant: Tenant, passages: int, rng: r
     return total
 
 
-async def _quality(uow: SqlAlchemyUnitOfWork, tenant: Tenant) -> tuple[float, float, list[str]]:
+async def _quality(search: PassageSearch, tenant: Tenant) -> tuple[float, float, list[str]]:
     found_at_5, reciprocal, missed = 0, 0.0, []
     scope = SearchScope(thread_id=tenant.thread_id, agent_id=tenant.agent.id)
     for question in _questions():
-        async with uow.read_only() as tx:
-            hits = await tx.passages.search(tenant.org_id, scope, question["question"], limit=10)
+        found = await search.search(tenant.org_id, scope, question["question"], limit=10)
+        assert found.note is None, found.note
+        hits = found.hits
         ranks = [
             rank
             for rank, hit in enumerate(hits, start=1)
@@ -154,7 +163,7 @@ async def _quality(uow: SqlAlchemyUnitOfWork, tenant: Tenant) -> tuple[float, fl
     return found_at_5 / count, reciprocal / count, missed
 
 
-async def _latency(uow: SqlAlchemyUnitOfWork, tenant: Tenant, rounds: int) -> list[float]:
+async def _latency(search: PassageSearch, tenant: Tenant, rounds: int) -> list[float]:
     spec = NATIVE_TOOLS_BY_TYPE[ToolType.SOURCE_QUERY]
     tool = Tool(name=spec.name, description="", parameters=spec.parameters, type=ToolType.SOURCE_QUERY, metadata={})
     context = ToolContext(
@@ -164,7 +173,7 @@ async def _latency(uow: SqlAlchemyUnitOfWork, tenant: Tenant, rounds: int) -> li
         agent=tenant.agent,
         trace=NoopRunTrace(),
     )
-    handler = SourceQuery(PassageSearch(uow, None))
+    handler = SourceQuery(search)
     timings = []
     for _ in range(rounds):
         for n, question in enumerate(_questions()):
@@ -176,14 +185,35 @@ async def _latency(uow: SqlAlchemyUnitOfWork, tenant: Tenant, rounds: int) -> li
     return timings
 
 
-async def measure(url: str, passages: int, organizations: int, rounds: int) -> dict[str, Any]:
+def as_port(uow: SqlAlchemyUnitOfWork) -> UnitOfWork:
+    return cast(UnitOfWork, uow)
+
+
+async def _embed_all(uow: SqlAlchemyUnitOfWork, embeddings: OpenAiEmbeddings) -> float:
+    """Embed every passage not embedded yet, as the background indexer does: how long it took (seconds)."""
+    embed = EmbedPassages(as_port(uow), SystemClock(), embeddings, retry=timedelta(seconds=1))
+    started = time.perf_counter()
+    while await embed.execute():
+        pass
+    return time.perf_counter() - started
+
+
+async def measure(
+    url: str, passages: int, organizations: int, rounds: int, embeddings: OpenAiEmbeddings | None
+) -> dict[str, Any]:
     await asyncio.to_thread(migrations.upgrade, url)
     db = Database(url, pool_size=2)
     try:
         uow = SqlAlchemyUnitOfWork(db)
+        full_text = PassageSearch(as_port(uow), None)
         quality_tenant = await _tenant(uow, "Quality")
         await _fill(uow, quality_tenant, 0, random.Random(0))
-        recall, mrr, missed = await _quality(uow, quality_tenant)
+        recall, mrr, missed = await _quality(full_text, quality_tenant)
+        hybrid_figures: dict[str, Any] = {}
+        if embeddings is not None:
+            await _embed_all(uow, embeddings)
+            hybrid_recall, hybrid_mrr, _ = await _quality(PassageSearch(as_port(uow), embeddings), quality_tenant)
+            hybrid_figures = {"hybrid recall@5": round(hybrid_recall, 3), "hybrid mrr": round(hybrid_mrr, 3)}
         tenants, started = [], time.perf_counter()
         for n in range(organizations):
             tenant = await _tenant(uow, f"Load {n}")
@@ -196,9 +226,16 @@ async def measure(url: str, passages: int, organizations: int, rounds: int) -> d
             async with db.engine.connect() as connection:
                 autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
                 await autocommit.execute(text("VACUUM ANALYZE source_passages"))
-        await _latency(uow, tenants[0], 1)  # warm the caches and the pool
-        timings = await _latency(uow, tenants[-1], rounds)
+        await _latency(full_text, tenants[0], 1)  # warm the caches and the pool
+        timings = await _latency(full_text, tenants[-1], rounds)
         timings.sort()
+        if embeddings is not None:
+            hybrid_figures["embedding seconds"] = round(await _embed_all(uow, embeddings), 1)
+            hybrid = PassageSearch(as_port(uow), embeddings)
+            await _latency(hybrid, tenants[0], 1)
+            hybrid_timings = sorted(await _latency(hybrid, tenants[-1], rounds))
+            hybrid_figures["hybrid source_query p50 ms"] = round(statistics.median(hybrid_timings), 2)
+            hybrid_figures["hybrid source_query p95 ms"] = round(hybrid_timings[int(len(hybrid_timings) * 0.95)], 2)
         return {
             "recall@5": round(recall, 3),
             "mrr": round(mrr, 3),
@@ -209,9 +246,21 @@ async def measure(url: str, passages: int, organizations: int, rounds: int) -> d
             "source_query p50 ms": round(statistics.median(timings), 2),
             "source_query p95 ms": round(timings[int(len(timings) * 0.95)], 2),
             "queries": len(timings),
+            **hybrid_figures,
         }
     finally:
         await db.dispose()
+
+
+async def _measured(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    if not args.hybrid:
+        return await measure(url, args.passages, args.organizations, args.rounds, None)
+    async with FakeEmbeddings() as fake:
+        embeddings = OpenAiEmbeddings(model=fake.model, api_key="sk-bench", base_url=fake.base_url)
+        try:
+            return await measure(url, args.passages, args.organizations, args.rounds, embeddings)
+        finally:
+            await embeddings.aclose()
 
 
 def main() -> None:
@@ -220,10 +269,13 @@ def main() -> None:
     parser.add_argument("--passages", type=int, default=10_000, help="passages per organization")
     parser.add_argument("--organizations", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5, help="times each question is asked for latency")
+    parser.add_argument(
+        "--hybrid", action="store_true", help="also measure hybrid search, with the deterministic embeddings server"
+    )
     args = parser.parse_args()
     for backend in args.backends.split(","):
         with database(backend) as url:
-            result = asyncio.run(measure(url, args.passages, args.organizations, args.rounds))
+            result = asyncio.run(_measured(url, args))
         missed = result.pop("missed")
         print(f"{backend}: " + ", ".join(f"{k} {v}" for k, v in result.items()))
         for question in missed:
