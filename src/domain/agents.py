@@ -37,6 +37,9 @@ class ModelSettings:
     seed: int | None = None
     context_tokens: int | None = None
     """Tokens the model's context window holds; a run's request is fitted to it. Not sent to the model."""
+    summarize_history: bool | None = None
+    """When a run's request cannot hold the whole thread, the messages left out are summarized by the agent's
+    model and the summary sent in their place (else they are only left out). Not sent to the model."""
 
     def __post_init__(self) -> None:
         _check_range("temperature", self.temperature, 0, 2)
@@ -53,7 +56,7 @@ class ModelSettings:
 
     def sampling(self) -> "ModelSettings":
         """The settings the model itself is sent (the context window is Threadline's own concern)."""
-        return replace(self, context_tokens=None)
+        return replace(self, context_tokens=None, summarize_history=None)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ModelSettings":

@@ -133,6 +133,8 @@ class ContextTrimmed:
     estimated_tokens: int
     budget_tokens: int
     """The request's estimated tokens, and the most it could take (the context window less room for the answer)."""
+    messages_summarized: int = 0
+    """Of the messages left out, how many the request holds a summary of."""
 
 
 RunEventPayload = (

@@ -111,6 +111,8 @@ class StepContext:
     estimated_tokens: int
     budget_tokens: int
     """The request's estimated tokens, and the most it could take (the window less room for the answer)."""
+    messages_summarized: int = 0
+    """Of the messages left out, how many the request holds a summary of (the agent's summarize_history)."""
 
 
 @dataclass(frozen=True, kw_only=True)

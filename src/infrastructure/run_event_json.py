@@ -57,6 +57,7 @@ def event_data(payload: RunEventPayload) -> dict[str, Any]:
                 "tool_results_cut": payload.tool_results_cut,
                 "estimated_tokens": payload.estimated_tokens,
                 "budget_tokens": payload.budget_tokens,
+                "messages_summarized": payload.messages_summarized,
             }
 
 
@@ -103,6 +104,7 @@ def event_payload(event_type: RunEventType, data: Mapping[str, Any]) -> RunEvent
                 tool_results_cut=data["tool_results_cut"],
                 estimated_tokens=data["estimated_tokens"],
                 budget_tokens=data["budget_tokens"],
+                messages_summarized=data.get("messages_summarized", 0),
             )
     run: dict[str, Any] = {
         "run_id": RunId(UUID(data["run_id"])),

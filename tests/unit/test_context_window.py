@@ -209,6 +209,7 @@ async def test_a_run_sends_what_fits_and_says_what_it_left_out() -> None:
     assert generation.metadata["context"] == {
         "messages_sent": 4,
         "messages_dropped": 1,
+        "messages_summarized": 0,
         "tool_results_cut": 0,
         "estimated_tokens": said.estimated_tokens,
         "budget_tokens": 1_536,

@@ -29,7 +29,7 @@ class _StaleFirstRead:
             t.argument_values,
         )
         self.audit_events, self.usage = t.audit_events, t.usage
-        self.passages, self.passage_vectors = t.passages, t.passage_vectors
+        self.passages, self.passage_vectors, self.thread_summaries = t.passages, t.passage_vectors, t.thread_summaries
 
     def read_only(self) -> FakeUnitOfWork:
         before, self._before = self._before, None

@@ -239,6 +239,22 @@ class PassageVectorRepository(Protocol):
         ...
 
 
+@dataclass(frozen=True, kw_only=True)
+class HistorySummary:
+    """A summary of a thread's oldest messages, made when requests could not hold them."""
+
+    covers_upto: int
+    """The messages numbered below this are summarized."""
+    text: str
+
+
+class ThreadSummaryRepository(Protocol):
+    async def get(self, org_id: OrgId, thread_id: ThreadId) -> HistorySummary | None: ...
+    async def save(self, org_id: OrgId, thread_id: ThreadId, summary: HistorySummary, *, now: datetime) -> None:
+        """The thread's summary becomes this one (kept only while the thread exists)."""
+        ...
+
+
 class RunRepository(Protocol):
     async def add(self, run: Run) -> None:
         """Raises IdempotencyConflict when the organization already has a run with its idempotency key."""
@@ -378,6 +394,7 @@ class UnitOfWork(Protocol):
     sources: SourceRepository
     passages: PassageRepository
     passage_vectors: PassageVectorRepository
+    thread_summaries: ThreadSummaryRepository
     runs: RunRepository
     run_events: RunEventRepository
     prompt_templates: PromptTemplateRepository

@@ -99,6 +99,8 @@ class ContextFit:
     """The request's estimated tokens (instructions, tool definitions and messages)."""
     budget_tokens: int = 0
     """The tokens a request may take: the context window less the room kept for the answer."""
+    messages_summarized: int = 0
+    """Of the messages dropped, how many a summary sent in their place covers."""
 
     @property
     def trimmed(self) -> bool:

@@ -54,6 +54,7 @@ class ExecuteRun:
             agent=began.agent,
             history=began.history,
             events=began.events,
+            history_summary=began.summary,
             trace=self._trace(began),
             depth=depth,
         )

@@ -31,7 +31,7 @@ from datetime import datetime
 from application.errors import LeaseLost, RunNotFound, ThreadNotFound
 from application.ports.execution import RunEventBus
 from application.ports.llm import ModelToolCall
-from application.ports.persistence import UnitOfWork
+from application.ports.persistence import HistorySummary, UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from application.runs.events import RunEventStream
 from application.runs.model_call import ModelAnswer
@@ -71,6 +71,8 @@ class Began:
     agent: Agent
     history: list[Message]
     events: RunEventStream
+    summary: HistorySummary | None = None
+    """The thread's summary of its oldest messages, read when the agent summarizes what requests leave out"""
 
 
 class RunRecorder:
@@ -96,8 +98,11 @@ class RunRecorder:
             agent = await uow.agents.get(org_id, run.agent_id)
             payload = self._starting(run, agent)
             history: Sequence[Message] = ()
+            summary = None
             if agent is not None and run.status is RunStatus.IN_PROGRESS:
                 history = await uow.messages.list(org_id, run.thread_id, limit=HISTORY_LIMIT, after_position=None)
+                if agent.model_settings.summarize_history:
+                    summary = await uow.thread_summaries.get(org_id, run.thread_id)
             if payload is None and _calls_in_flight(history):
                 # Whoever executed it stopped during its tool calls: they may have had effects, so not again.
                 run.fail(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
@@ -110,7 +115,7 @@ class RunRecorder:
         await events.publish(*recorded)
         if agent is None or run.status is not RunStatus.IN_PROGRESS:
             return run
-        return Began(run=run, agent=agent, history=list(history), events=events)
+        return Began(run=run, agent=agent, history=list(history), events=events, summary=summary)
 
     def _starting(self, run: Run, agent: Agent | None) -> RunEventPayload | None:
         now = self._clock.now()
@@ -148,6 +153,8 @@ class RunRecorder:
                 outcome, payloads = StepOutcome.CANCELLED, [run_ended(run)]
                 await uow.runs.save(run)
             payloads = [*_trimmed(step, answer), *payloads]
+            if answer.summary is not None:  # made for this step's request: later runs build on it
+                await uow.thread_summaries.save(run.org_id, run.thread_id, answer.summary, now=now)
             message = await self._append(uow, run, MessageRole.ASSISTANT, _answer_content(answer), answer.message_id)
             recorded = [await state.events.record(uow, p) for p in payloads]
             await uow.commit()
@@ -161,7 +168,7 @@ class RunRecorder:
         return RunStep(
             number=state.run.step_count + 1,
             model=response.model or state.agent.model,
-            usage=response.usage,
+            usage=response.usage + answer.summary_usage,
             finish_reason=response.finish_reason,
             started_at=answer.started_at,
             completed_at=answer.completed_at,
@@ -284,6 +291,7 @@ def _step_context(answer: ModelAnswer) -> StepContext | None:
         tool_results_cut=fit.tool_results_cut,
         estimated_tokens=fit.estimated_tokens,
         budget_tokens=fit.budget_tokens,
+        messages_summarized=fit.messages_summarized,
     )
 
 
@@ -299,6 +307,7 @@ def _trimmed(step: RunStep, answer: ModelAnswer) -> list[ContextTrimmed]:
             tool_results_cut=fit.tool_results_cut,
             estimated_tokens=fit.estimated_tokens,
             budget_tokens=fit.budget_tokens,
+            messages_summarized=fit.messages_summarized,
         )
     ]
 

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 from enum import Enum
 
+from application.ports.persistence import HistorySummary
 from application.ports.tracing import RunTrace
 from application.runs.events import RunEventStream
 from application.runs.tools.assembly import AssembledTools
@@ -39,6 +40,9 @@ class RunState:
     """The tools offered to the model, assembled when the loop starts."""
     depth: int = 0
     """How deep in delegation this run is: 0 for a run started by a client, 1 for its sub-agents' runs..."""
+    history_summary: HistorySummary | None = None
+    """The thread's summary of its oldest messages (read when the agent summarizes what requests leave out), as
+    the run's steps extend it."""
 
     @property
     def tool_context(self) -> ToolContext:

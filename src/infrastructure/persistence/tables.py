@@ -101,6 +101,16 @@ threads = Table(
     Index(None, "org_id", "id"),
 )
 
+thread_summaries = Table(
+    "thread_summaries",
+    metadata,
+    Column("thread_id", Uuid, ForeignKey("threads.id", ondelete="CASCADE"), primary_key=True),
+    Column("org_id", Uuid, ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("covers_upto", Integer, nullable=False),  # the messages numbered below it are summarized
+    Column("text", Text, nullable=False),
+    _timestamp("updated_at"),
+)
+
 messages = Table(
     "messages",
     metadata,

@@ -22,6 +22,7 @@ from infrastructure.persistence.repositories.prompt_templates import (
 )
 from infrastructure.persistence.repositories.runs import SqlRunEventRepository, SqlRunRepository
 from infrastructure.persistence.repositories.sources import SqlSourceRepository
+from infrastructure.persistence.repositories.thread_summaries import SqlThreadSummaryRepository
 from infrastructure.persistence.repositories.threads import SqlThreadRepository
 from infrastructure.persistence.repositories.usage import SqlUsageRepository
 
@@ -40,6 +41,7 @@ class Transaction:
         self.sources = SqlSourceRepository(connection)
         self.passages = SqlPassageRepository(connection)
         self.passage_vectors = SqlPassageVectorRepository(connection)
+        self.thread_summaries = SqlThreadSummaryRepository(connection)
         self.runs = SqlRunRepository(connection)
         self.run_events = SqlRunEventRepository(connection)
         self.prompt_templates = SqlPromptTemplateRepository(connection)

@@ -20,6 +20,7 @@ from application.ports.persistence import (
     ArgumentValueRepository,
     AuditEventRepository,
     EmbeddingState,
+    HistorySummary,
     McpIntegrationRepository,
     MessageRepository,
     OrganizationRepository,
@@ -34,6 +35,7 @@ from application.ports.persistence import (
     SourceRepository,
     SourceSummary,
     ThreadRepository,
+    ThreadSummaryRepository,
     UsageGrouping,
     UsageLine,
     UsageRepository,
@@ -68,6 +70,7 @@ class Store:
     integrations: dict[IntegrationId, McpIntegration] = field(default_factory=dict)
     sources: dict[SourceId, Source] = field(default_factory=dict)
     passages: dict[tuple[SourceId, int], tuple[Source, Passage]] = field(default_factory=dict)
+    thread_summaries: dict[ThreadId, tuple[OrgId, HistorySummary]] = field(default_factory=dict)
     runs: dict[RunId, Run] = field(default_factory=dict)
     run_events: dict[tuple[RunId, int], tuple[OrgId, RunEvent]] = field(default_factory=dict)
     templates: dict[tuple[OrgId, str], PromptTemplate] = field(default_factory=dict)
@@ -352,6 +355,18 @@ class FakeSources:
             return False
         self.table.delete(source_id)
         return True
+
+
+class FakeThreadSummaries:
+    def __init__(self, table: Table[ThreadId, tuple[OrgId, HistorySummary]]) -> None:
+        self.table = table
+
+    async def get(self, org_id: OrgId, thread_id: ThreadId) -> HistorySummary | None:
+        found = self.table.get(thread_id)
+        return found[1] if found is not None and found[0] == org_id else None
+
+    async def save(self, org_id: OrgId, thread_id: ThreadId, summary: HistorySummary, *, now: datetime) -> None:
+        self.table.put(thread_id, (org_id, summary))
 
 
 class FakePassageVectors:
@@ -662,6 +677,7 @@ class FakeUnitOfWork:
         self.sources: SourceRepository = FakeSources(self._table(s.sources))
         self.passages: PassageRepository = FakePassages(self._table(s.passages))
         self.passage_vectors: PassageVectorRepository = FakePassageVectors(self._table(s.passages))
+        self.thread_summaries: ThreadSummaryRepository = FakeThreadSummaries(self._table(s.thread_summaries))
         self.runs: RunRepository = FakeRuns(self._table(s.runs))
         self.run_events: RunEventRepository = FakeRunEvents(self._table(s.run_events))
         self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))

@@ -52,6 +52,9 @@ class ModelSettingsIn(RequestModel):
     context_tokens: Annotated[StrictInt, Field(ge=CONTEXT_TOKENS_MIN, le=CONTEXT_TOKENS_MAX)] | None = None
     """Tokens the model's context window holds, when the model catalog does not know the model (or knows it
     wrong): each request of a run is fitted to it, the oldest messages left out first. Not sent to the model"""
+    summarize_history: StrictBool | None = None
+    """When a request cannot hold the whole thread, summarize the messages left out (one more call of the agent's
+    model, reused by the run's later steps) and send the summary in their place. Not sent to the model"""
 
     def to_domain(self) -> ModelSettings:
         return ModelSettings(**self.model_dump(exclude_none=True))

@@ -155,6 +155,8 @@ class StepContextOut(ResponseModel):
     """The request's estimated tokens: instructions, tool definitions and messages"""
     budget_tokens: int
     """The most a request could take: the model's context window less the room kept for the answer"""
+    messages_summarized: int
+    """Of the messages left out, how many it held a summary of (the agent's `summarize_history`)"""
 
 
 class StepOut(ResponseModel):
