@@ -1,5 +1,6 @@
 """Dense retrieval: `passage_vectors` keeps each passage's embedding per embeddings model (float32, unit
-length), or, until it is embedded, who holds it and until when (`held_until`) and the last failure. A passage
+length) and when it was stored (which tells a process whether vectors it keeps in memory are current), or,
+until it is embedded, who holds it and until when (`held_until`) and the last failure. A passage
 deleted or split again takes its vectors with it. SQLite's full-text index also follows updated passages now
 (an AFTER UPDATE trigger; 0011 had insert and delete only).
 
@@ -34,6 +35,7 @@ def upgrade() -> None:
         sa.Column("org_id", sa.Uuid(), nullable=False),
         sa.Column("source_id", sa.Uuid(), nullable=False),
         sa.Column("vector", sa.LargeBinary(), nullable=True),
+        sa.Column("embedded_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("held_until", sa.DateTime(timezone=True), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.ForeignKeyConstraint(

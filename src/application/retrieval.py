@@ -143,7 +143,7 @@ class EmbedPassages:
                 await uow.commit()
             raise
         async with self._uow as uow:
-            await uow.passage_vectors.store(model, stored)
+            await uow.passage_vectors.store(model, stored, now=self._clock.now())
             await uow.commit()
         return len(taken)
 

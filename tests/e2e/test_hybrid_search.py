@@ -106,6 +106,12 @@ async def test_passages_are_embedded_and_found_by_meaning(
     assert both["data"][0]["passage"]["heading"] == "Garden handbook > Watering"
     assert "**hoses**" in both["data"][0]["snippet"]
 
+    # A source embedded after a search is found by the next one (vectors kept in memory are read again).
+    later = await upload(hybrid, tenant, f"/v1/threads/{thread}/sources", "sheds.txt", b"Hoses hang in the sheds.")
+    await indexing(hybrid, tenant, later.json()["source"]["id"], "ready")
+    again = await search(hybrid, tenant, thread, "hosepipe")
+    assert again["data"][0]["source_name"] == "sheds.txt"
+
 
 async def test_a_failing_embeddings_model_is_retried_and_searches_go_on(
     hybrid: httpx.AsyncClient, embeddings: FakeEmbeddings, tenant: Tenant

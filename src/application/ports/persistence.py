@@ -219,7 +219,7 @@ class PassageVectorRepository(Protocol):
         ended before `now`), now held until `hold_until`, oldest first; across organizations."""
         ...
 
-    async def store(self, model: str, vectors: Sequence[tuple[int, bytes]]) -> None:
+    async def store(self, model: str, vectors: Sequence[tuple[int, bytes]], *, now: datetime) -> None:
         """The passages' vectors (float32, unit length), their holds released; passages gone meanwhile are
         skipped."""
         ...

@@ -8,6 +8,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from infrastructure.persistence.vector_cache import VectorCache
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 READ_ONLY = "threadline_read_only"
 
@@ -25,6 +27,8 @@ class Database:
         self.is_sqlite = make_url(database_url).get_backend_name() == "sqlite"
         self.engine = _sqlite_engine(database_url) if self.is_sqlite else _server_engine(database_url, pool_size)
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
+        self.vector_cache = VectorCache()
+        """Passage vectors between searches (see vector_cache.py)"""
 
     @contextlib.asynccontextmanager
     async def writing(self) -> AsyncIterator[None]:

@@ -227,6 +227,7 @@ passage_vectors = Table(
     Column("org_id", Uuid, ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
     Column("source_id", Uuid, nullable=False),
     Column("vector", LargeBinary, nullable=True),  # float32, little-endian, unit length; None until embedded
+    Column("embedded_at", DateTime(timezone=True), nullable=True),
     # Until embedded: the process that took the passage holds it until then (after a failure: retried then).
     Column("held_until", DateTime(timezone=True), nullable=True),
     Column("error", Text, nullable=True),

@@ -25,12 +25,15 @@ from infrastructure.persistence.repositories.sources import SqlSourceRepository
 from infrastructure.persistence.repositories.thread_summaries import SqlThreadSummaryRepository
 from infrastructure.persistence.repositories.threads import SqlThreadRepository
 from infrastructure.persistence.repositories.usage import SqlUsageRepository
+from infrastructure.persistence.vector_cache import VectorCache
 
 
 class Transaction:
     """One open transaction and the repositories that work in it."""
 
-    def __init__(self, connection: AsyncConnection, stack: contextlib.AsyncExitStack, read_only: bool) -> None:
+    def __init__(
+        self, connection: AsyncConnection, stack: contextlib.AsyncExitStack, read_only: bool, vectors: VectorCache
+    ) -> None:
         self._connection, self._stack, self._read_only = connection, stack, read_only
         self.organizations = SqlOrganizationRepository(connection)
         self.api_keys = SqlApiKeyRepository(connection)
@@ -40,7 +43,7 @@ class Transaction:
         self.integrations = SqlMcpIntegrationRepository(connection)
         self.sources = SqlSourceRepository(connection)
         self.passages = SqlPassageRepository(connection)
-        self.passage_vectors = SqlPassageVectorRepository(connection)
+        self.passage_vectors = SqlPassageVectorRepository(connection, vectors)
         self.thread_summaries = SqlThreadSummaryRepository(connection)
         self.runs = SqlRunRepository(connection)
         self.run_events = SqlRunEventRepository(connection)
@@ -107,7 +110,7 @@ class SqlAlchemyUnitOfWork:
             if self._read_only:
                 await connection.execution_options(**{READ_ONLY: True})
             await connection.begin()
-            return Transaction(connection, stack.pop_all(), self._read_only)
+            return Transaction(connection, stack.pop_all(), self._read_only, self._database.vector_cache)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -381,7 +381,7 @@ class FakePassageVectors:
     async def take(self, model: str, *, limit: int, now: datetime, hold_until: datetime) -> Sequence[PassageToEmbed]:
         return []
 
-    async def store(self, model: str, vectors: Sequence[tuple[int, bytes]]) -> None:
+    async def store(self, model: str, vectors: Sequence[tuple[int, bytes]], *, now: datetime) -> None:
         raise AssertionError("nothing was taken to be embedded")
 
     async def failed(self, model: str, passage_ids: Sequence[int], error: str, *, retry_at: datetime) -> None:

@@ -1,11 +1,13 @@
-"""Passage embeddings, ranked in process: the vectors of the passages in scope are read and compared with the
-query's at once (numpy), then the best passages are read whole."""
+"""Passage embeddings, ranked in process: the organization's vectors (kept in memory while current, see
+vector_cache.py) are compared with the query's at once (numpy), then the best passages in scope are read whole."""
 
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import bindparam, func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -13,8 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from application.ports.persistence import EmbeddingState, PassageHit, PassageToEmbed, SearchScope
 from domain.ids import OrgId, SourceId
-from infrastructure.persistence.repositories.passages import passage_of_row, scope_conditions
+from infrastructure.persistence.repositories.passages import passage_of_row
 from infrastructure.persistence.tables import passage_vectors, source_passages, sources
+from infrastructure.persistence.vector_cache import OrgVectors, VectorCache, Version
 
 vectors, passages = passage_vectors, source_passages
 SNIPPET_CHARS = 300
@@ -22,8 +25,8 @@ SNIPPET_CHARS = 300
 
 
 class SqlPassageVectorRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
-        self._conn = connection
+    def __init__(self, connection: AsyncConnection, cache: VectorCache) -> None:
+        self._conn, self._cache = connection, cache
 
     async def newest_passage(self) -> int:
         return int(await self._conn.scalar(select(func.coalesce(func.max(passages.c.id), 0))) or 0)
@@ -79,13 +82,13 @@ class SqlPassageVectorRepository:
             PassageToEmbed(id=row.id, text=f"{row.heading}\n\n{row.text}" if row.heading else row.text) for row in rows
         ]
 
-    async def store(self, model: str, stored: Sequence[tuple[int, bytes]]) -> None:
+    async def store(self, model: str, stored: Sequence[tuple[int, bytes]], *, now: datetime) -> None:
         if not stored:
             return
         await self._conn.execute(
             update(vectors)
             .where(vectors.c.passage_id == bindparam("id"), vectors.c.model == model)
-            .values(vector=bindparam("blob"), held_until=None, error=None),
+            .values(vector=bindparam("blob"), embedded_at=now, held_until=None, error=None),
             [{"id": passage_id, "blob": blob} for passage_id, blob in stored],
         )
 
@@ -99,32 +102,76 @@ class SqlPassageVectorRepository:
     async def nearest(
         self, org_id: OrgId, scope: SearchScope, model: str, vector: bytes, *, limit: int
     ) -> Sequence[PassageHit]:
-        rows = (
-            await self._conn.execute(
-                select(vectors.c.passage_id, vectors.c.vector)
-                .join(passages, passages.c.id == vectors.c.passage_id)
-                .where(
-                    vectors.c.org_id == org_id,
-                    vectors.c.model == model,
-                    vectors.c.vector.is_not(None),
-                    *scope_conditions(scope),
-                )
-            )
-        ).all()
-        rows = [row for row in rows if len(row.vector) == len(vector)]  # the model's dimensions never change
-        if not rows:
+        stored = await self._vectors(org_id, model, dimensions=len(vector) // 4)
+        if stored is None:
             return []
-        matrix = np.frombuffer(b"".join(row.vector for row in rows), dtype="<f4").reshape(len(rows), -1)
-        similarity = matrix @ np.frombuffer(vector, dtype="<f4")
-        best = np.argsort(-similarity, kind="stable")[:limit]
-        scores = {int(rows[i].passage_id): float(similarity[i]) for i in best}
+        mask = np.ones(len(stored.passage_ids), dtype=bool)
+        thread, agent = stored.code(scope.thread_id), stored.code(scope.agent_id)
+        if scope.thread_id is not None and scope.agent_id is not None:
+            mask &= (stored.threads == thread) | (stored.agents == agent)
+        elif scope.thread_id is not None:
+            mask &= stored.threads == thread
+        elif scope.agent_id is not None:
+            mask &= stored.agents == agent
+        if scope.source_id is not None:
+            mask &= stored.sources == stored.code(scope.source_id)
+        candidates = np.flatnonzero(mask)
+        if not len(candidates):
+            return []
+        similarity = stored.matrix[candidates] @ np.frombuffer(vector, dtype="<f4")
+        count = min(limit, len(candidates))
+        best = np.argpartition(-similarity, count - 1)[:count]
+        scores = {int(stored.passage_ids[candidates[i]]): float(similarity[i]) for i in best}
         found = await self._conn.execute(
             select(*passages.c, sources.c.name.label("source_name"))
             .join(sources, sources.c.id == passages.c.source_id)
-            .where(passages.c.id.in_(list(scores)))
+            .where(passages.c.org_id == org_id, passages.c.id.in_(list(scores)))
         )
         hits = [_hit(row, scores[row.id]) for row in found]
-        return sorted(hits, key=lambda hit: -hit.score)
+        return sorted(hits, key=lambda hit: (-hit.score, hit.source_id, hit.passage.position))
+
+    async def _vectors(self, org_id: OrgId, model: str, *, dimensions: int) -> OrgVectors | None:
+        """The organization's vectors of the model, from memory while they are current."""
+        of_org = (vectors.c.org_id == org_id, vectors.c.model == model, vectors.c.vector.is_not(None))
+        counted = (await self._conn.execute(select(func.count(), func.max(vectors.c.embedded_at)).where(*of_org))).one()
+        version: Version = (int(counted[0]), counted[1])
+        if not version[0]:
+            return None
+        key = (org_id, model, dimensions)
+        cached = self._cache.get(key, version)
+        if cached is not None:
+            return cached
+        rows = [
+            row
+            for row in await self._conn.execute(
+                select(
+                    vectors.c.passage_id,
+                    vectors.c.vector,
+                    passages.c.thread_id,
+                    passages.c.agent_id,
+                    passages.c.source_id,
+                )
+                .join(passages, passages.c.id == vectors.c.passage_id)
+                .where(*of_org)
+            )
+            if len(row.vector) == dimensions * 4  # a model's dimensions never change
+        ]
+        codes: dict[UUID, int] = {}
+
+        def coded(values: Sequence[UUID | None]) -> npt.NDArray[np.int32]:
+            return np.array([-1 if v is None else codes.setdefault(v, len(codes)) for v in values], dtype=np.int32)
+
+        loaded = OrgVectors(
+            version=version,
+            passage_ids=np.array([row.passage_id for row in rows], dtype=np.int64),
+            matrix=np.frombuffer(b"".join(row.vector for row in rows), dtype="<f4").reshape(len(rows), dimensions),
+            threads=coded([row.thread_id for row in rows]),
+            agents=coded([row.agent_id for row in rows]),
+            sources=coded([row.source_id for row in rows]),
+            codes=codes,
+        )
+        self._cache.put(key, loaded)
+        return loaded
 
     async def state(self, org_id: OrgId, source_id: SourceId, model: str | None) -> EmbeddingState:
         count = await self._conn.scalar(
