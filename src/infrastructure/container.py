@@ -298,6 +298,7 @@ class Container(containers.DeclarativeContainer):
         RotateCredentialEncryption, uow=uow, secrets=secret_box, grants=oauth_grants
     )
     list_sources = providers.Factory(ListSources, uow=uow)
+    get_source = providers.Factory(GetSource, uow=uow)
 
     # -- runs ---------------------------------------------------------------------------------------
     llm = providers.Resource(
@@ -461,6 +462,8 @@ class Container(containers.DeclarativeContainer):
         call_tool=call_published_tool.provider,
         get_prompt=get_published_prompt.provider,
         complete=complete_argument.provider,
+        list_sources=list_sources.provider,
+        get_source=get_source.provider,
     )
     # Integration and publishing changes reach this process's MCP state (on PostgreSQL, those of any process).
     catalog_changes = providers.Resource(
@@ -480,7 +483,6 @@ class Container(containers.DeclarativeContainer):
     )
 
     recover_runs = providers.Factory(RecoverRuns, uow=uow, clock=clock, bus=run_event_bus, executor=run_executor)
-    get_source = providers.Factory(GetSource, uow=uow)
     # -- usage and the audit log --------------------------------------------------------------------
     get_usage = providers.Factory(GetUsage, uow=uow, clock=clock)
     list_audit_events = providers.Factory(ListAuditEvents, uow=uow)

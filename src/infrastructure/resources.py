@@ -212,13 +212,18 @@ async def catalog_changes(
     """MCP catalog changes reach this process: on PostgreSQL those made through any process (see
     pg_catalog_changes.py), else those made by this one (local_catalog_changes.py)."""
     if make_url(settings.database_url).get_backend_name() != "postgresql":
-        local = LocalCatalogChanges(database.engine, publishing.catalog_changed)
+        local = LocalCatalogChanges(database.engine, publishing.catalog_changed, publishing.sources_changed)
         try:
             yield
         finally:
             await local.close()
         return
-    listener = CatalogChangeListener(settings.database_url, forget=gateway.forget, published=publishing.catalog_changed)
+    listener = CatalogChangeListener(
+        settings.database_url,
+        forget=gateway.forget,
+        published=publishing.catalog_changed,
+        sources_changed=publishing.sources_changed,
+    )
     await listener.start()
     try:
         yield

@@ -1,5 +1,6 @@
-"""/mcp answers what the protocol asks of a server that declares `resources` (it has none), and reads the
-`Mcp-*` routing headers of 2026-07-28 requests as HTTP defines field values (whitespace around them dropped)."""
+"""/mcp answers what the protocol asks of a server that declares `resources` (the organization's sources), and
+reads the `Mcp-*` routing headers of 2026-07-28 requests as HTTP defines field values (whitespace around them
+dropped)."""
 
 import asyncio
 import json
@@ -21,7 +22,8 @@ async def test_resource_templates_are_listed_and_an_unknown_resource_is_invalid_
     live_url: str, tenant: Tenant, mode: str
 ) -> None:
     async with mcp_client(live_url, tenant, mode=mode) as session:
-        assert (await session.list_resource_templates()).resource_templates == []
+        [template] = (await session.list_resource_templates()).resource_templates
+        assert template.uri_template == "threadline://sources/{source_id}"
         with pytest.raises(MCPError) as refused:
             await session.read_resource("threadline://nothing/here")
     assert refused.value.code == -32602

@@ -1,25 +1,37 @@
 """Threadline as an MCP server: an organization's published agents and prompt templates, over the
 `mcp` SDK's low-level server. Every handler acts for the caller the HTTP layer authenticated."""
 
+import base64
 import logging
 import warnings
 import weakref
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, PromptsListChanged, ToolsListChanged
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ToolsListChanged,
+)
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
 from application.caller import Caller
-from application.errors import PublishedNotFound
+from application.errors import InvalidCursor, PublishedNotFound, SourceNotFound
+from application.pagination import PageRequest
+from application.ports.persistence import SourceSummary
 from application.use_cases.mcp_publishing import (
     CallPublishedTool,
     CompleteArgument,
@@ -30,16 +42,67 @@ from application.use_cases.mcp_publishing import (
     ToolAnswer,
     ToolCall,
 )
+from application.use_cases.sources import GetSource, ListSources
 from domain.errors import InvalidValue
-from domain.ids import OrgId
+from domain.ids import OrgId, SourceId
 from domain.mcp_prompts import PromptResult
+from domain.sources import Source, SourceKind
 from infrastructure.http.text_guard import NUL_REFUSED, nul_location
 
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "threadline"
 SERVER_VERSION = "0.1.0"
-INSTRUCTIONS = "Tools and prompts of one Threadline organization: its published agents and its prompt templates."
+INSTRUCTIONS = (
+    "Tools, prompts and resources of one Threadline organization: its published agents, its prompt templates, and "
+    "the sources of its threads and agents (threadline://sources/{source_id})."
+)
+SOURCE_URI_PREFIX = "threadline://sources/"
+SOURCE_PAGE = 100
+"""Sources per resources/list page"""
+
+
+def source_uri(source_id: SourceId) -> str:
+    return f"{SOURCE_URI_PREFIX}{source_id}"
+
+
+def _source_id(uri: str) -> SourceId | None:
+    if not uri.startswith(SOURCE_URI_PREFIX):
+        return None
+    try:
+        return SourceId(UUID(uri[len(SOURCE_URI_PREFIX) :]))
+    except ValueError:
+        return None
+
+
+def _resource(source: SourceSummary) -> types.Resource:
+    owner = f"thread {source.thread_id}" if source.thread_id is not None else f"agent {source.agent_id}"
+    return types.Resource(
+        uri=source_uri(source.id),
+        name=source.name,
+        description=f"A {source.kind.value} source of {owner} ({source.origin.type})",
+        mime_type=_mime_type(source.kind, source.mime_type),
+        size=source.size,
+    )
+
+
+def _mime_type(kind: SourceKind, mime_type: str | None) -> str:
+    if kind is SourceKind.DATA:
+        return "text/csv"  # a table is read as CSV
+    return mime_type or ("text/plain" if kind is SourceKind.TEXT else "application/octet-stream")
+
+
+def _contents(uri: str, source: Source) -> types.TextResourceContents | types.BlobResourceContents:
+    mime_type = _mime_type(source.kind, source.mime_type)
+    if source.blob is not None:
+        return types.BlobResourceContents(uri=uri, mime_type=mime_type, blob=base64.b64encode(source.blob).decode())
+    return types.TextResourceContents(uri=uri, mime_type=mime_type, text=source.readable_text or "")
+
+
+def _unknown_resource(uri: str) -> MCPError:
+    # An unknown URI is invalid params carrying the URI (SEP-2164, 2026-07-28); another tenant's source too.
+    return MCPError(types.INVALID_PARAMS, f"no resource {uri!r}", data={"uri": uri})
+
 
 Lifespan = dict[str, Any]
 """What the SDK's default lifespan yields (an empty dict); the server keeps no state in it."""
@@ -136,6 +199,46 @@ class CatalogNotifier:
         self._buses: dict[OrgId, InMemorySubscriptionBus] = {}
         self._listeners: dict[OrgId, ListenHandler] = {}
         self._connections: dict[OrgId, weakref.WeakSet[Connection]] = {}
+        self._subscribed: dict[OrgId, dict[str, weakref.WeakSet[Connection]]] = {}
+        """Handshake-era connections subscribed to a resource, by URI"""
+        self._listened: dict[OrgId, Counter[str]] = {}
+        """Resources that open `subscriptions/listen` streams follow, with how many streams follow each"""
+
+    def subscribe(self, org_id: OrgId, uri: str, ctx: ServerRequestContext[Any, Any]) -> None:
+        connections = self._subscribed.setdefault(org_id, {}).setdefault(uri, weakref.WeakSet())
+        connection = connection_of(ctx.session)
+        if connection not in connections:
+            connections.add(connection)
+            connection.exit_stack.callback(connections.discard, connection)
+
+    def unsubscribe(self, org_id: OrgId, uri: str, ctx: ServerRequestContext[Any, Any]) -> None:
+        self._subscribed.get(org_id, {}).get(uri, weakref.WeakSet()).discard(connection_of(ctx.session))
+
+    async def sources_changed(self, org_id: OrgId | None, uris: Sequence[str] | None) -> None:
+        """Resources were added, replaced or deleted: listing clients are told the list changed, those
+        subscribed to the resources (uris None: to any) that they were updated."""
+        orgs = [org_id] if org_id is not None else list({*self._buses, *self._connections, *self._subscribed})
+        if uris is not None and not uris:
+            return
+        for org in orgs:
+            subscribed = self._subscribed.get(org, {})
+            updated = list(subscribed) if uris is None else [u for u in uris if u in subscribed]
+            bus = self._buses.get(org)
+            if bus is not None:
+                await bus.publish(ResourcesListChanged())
+                for uri in uris if uris is not None else list(self._listened.get(org, ())):
+                    await bus.publish(ResourceUpdated(uri=uri))
+            for connection in list(self._connections.get(org, ())):
+                await self._send(connection, org, connection.send_resource_list_changed())
+            for uri in updated:
+                for connection in list(subscribed.get(uri, ())):
+                    await self._send(connection, org, connection.send_resource_updated(uri))
+
+    async def _send(self, connection: Connection, org: OrgId, notification: Awaitable[None]) -> None:
+        try:
+            await notification
+        except Exception:  # a connection that ended meanwhile
+            self._connections.get(org, weakref.WeakSet()).discard(connection)
 
     def seen(self, org_id: OrgId, ctx: ServerRequestContext[Any, Any]) -> None:
         """Remember a handshake-era client's connection, to send it list_changed notifications later."""
@@ -154,7 +257,18 @@ class CatalogNotifier:
         if handler is None:
             bus = self._buses.setdefault(org_id, InMemorySubscriptionBus())
             handler = self._listeners.setdefault(org_id, ListenHandler(bus))
-        return await handler(ctx, params)
+        # Which resources listening streams follow, while they are open: a change of sources not known one by
+        # one (a thread deleted with its sources) tells each of them it was updated.
+        uris = list(params.notifications.resource_subscriptions or ())
+        listened = self._listened.setdefault(org_id, Counter())
+        listened.update(uris)
+        try:
+            return await handler(ctx, params)
+        finally:
+            listened.subtract(uris)
+            for uri in uris:
+                if listened[uri] <= 0:
+                    del listened[uri]
 
     async def changed(self, org_id: OrgId | None = None) -> None:
         orgs = [org_id] if org_id is not None else list({*self._buses, *self._connections})
@@ -186,8 +300,11 @@ class PublishingServer:
         call_tool: Callable[[], CallPublishedTool],
         get_prompt: Callable[[], GetPublishedPrompt],
         complete: Callable[[], CompleteArgument],
+        list_sources: Callable[[], ListSources],
+        get_source: Callable[[], GetSource],
     ) -> None:
         self._list, self._call, self._get, self._complete = list_published, call_tool, get_prompt, complete
+        self._list_sources, self._get_source = list_sources, get_source
         self._notifier = CatalogNotifier()
         self.server: Server[Lifespan] = self._server()
 
@@ -208,7 +325,7 @@ class PublishingServer:
                 on_list_resource_templates=self.list_resource_templates,
                 on_read_resource=self.read_resource,
                 on_subscribe_resource=self.subscribe,
-                on_unsubscribe_resource=self.subscribe,
+                on_unsubscribe_resource=self.unsubscribe,
                 on_subscriptions_listen=self.listen,
                 on_set_logging_level=self.set_logging_level,
             )
@@ -268,25 +385,50 @@ class PublishingServer:
     async def list_resources(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        caller_of(ctx)
-        return types.ListResourcesResult(resources=[])
+        """The organization's sources, of every thread and agent, oldest first."""
+        caller = caller_of(ctx)
+        try:
+            page = await self._list_sources().execute(
+                caller, PageRequest(limit=SOURCE_PAGE, cursor=params.cursor if params else None)
+            )
+        except InvalidCursor as error:
+            raise MCPError(types.INVALID_PARAMS, error.detail) from None
+        return types.ListResourcesResult(resources=[_resource(s) for s in page.items], next_cursor=page.next_cursor)
 
     async def list_resource_templates(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         caller_of(ctx)
-        return types.ListResourceTemplatesResult(resource_templates=[])
+        template = types.ResourceTemplate(
+            uri_template=SOURCE_URI_PREFIX + "{source_id}",
+            name="source",
+            description="A source of one of the organization's threads or agents, by its id: its text, a table as "
+            "CSV, or its bytes",
+        )
+        return types.ListResourceTemplatesResult(resource_templates=[template])
 
     async def read_resource(self, ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        caller_of(ctx)
-        # There are no resources: an unknown URI is invalid params carrying the URI (SEP-2164, 2026-07-28).
+        caller = caller_of(ctx)
         uri = str(params.uri)
-        raise MCPError(types.INVALID_PARAMS, f"no resource {uri!r}", data={"uri": uri})
+        source_id = _source_id(uri)
+        if source_id is None:
+            raise _unknown_resource(uri)
+        try:
+            source = await self._get_source().execute(caller, source_id)
+        except SourceNotFound:
+            raise _unknown_resource(uri) from None
+        return types.ReadResourceResult(contents=[_contents(uri, source)])
 
-    async def subscribe(
-        self, ctx: Context, params: types.SubscribeRequestParams | types.UnsubscribeRequestParams
-    ) -> types.EmptyResult:
-        caller_of(ctx)  # there are no resources; (un)subscribing to one is accepted and changes nothing
+    async def subscribe(self, ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        """A handshake-era client is told (`notifications/resources/updated`) when the source is deleted or
+        replaced; 2026-07-28 clients ask on their `subscriptions/listen` stream."""
+        caller = caller_of(ctx)
+        self._notifier.subscribe(caller.org_id, str(params.uri), ctx)
+        return types.EmptyResult()
+
+    async def unsubscribe(self, ctx: Context, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        caller = caller_of(ctx)
+        self._notifier.unsubscribe(caller.org_id, str(params.uri), ctx)
         return types.EmptyResult()
 
     async def set_logging_level(self, ctx: Context, params: types.SetLevelRequestParams) -> types.EmptyResult:
@@ -301,6 +443,13 @@ class PublishingServer:
     async def catalog_changed(self, org_id: OrgId | None = None) -> None:
         """Tell clients (of one organization, or of all) that tools and prompts changed."""
         await self._notifier.changed(org_id)
+
+    async def sources_changed(self, org_id: OrgId | None, source_ids: Sequence[SourceId] | None) -> None:
+        """Tell an organization's clients (None: every organization's) that its sources changed: which ones
+        (None: any), so that those subscribed to them are told they were updated."""
+        await self._notifier.sources_changed(
+            org_id, None if source_ids is None else [source_uri(s) for s in source_ids]
+        )
 
     def close(self) -> None:
         self._notifier.close()
