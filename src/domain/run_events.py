@@ -16,6 +16,7 @@ class RunEventType(StrEnum):
     MESSAGE_DELTA = "message.delta"
     TOOL_CALL_STARTED = "tool_call.started"
     TOOL_CALL_COMPLETED = "tool_call.completed"
+    TOOL_CALL_PROGRESS = "tool_call.progress"
     REQUIRES_ACTION = "run.requires_action"
     COMPLETED = "run.completed"
     FAILED = "run.failed"
@@ -120,6 +121,18 @@ class ToolCallCompleted:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ToolCallProgress:
+    """How far a tool call is, as the tool reports it (an MCP server's progress notifications); not stored: the
+    call's result is."""
+
+    type: ClassVar[RunEventType] = RunEventType.TOOL_CALL_PROGRESS
+    tool_call_id: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class ContextTrimmed:
     """A model call's request left out part of the thread to fit the model's context window."""
 
@@ -147,6 +160,7 @@ RunEventPayload = (
     | MessageDelta
     | ToolCallStarted
     | ToolCallCompleted
+    | ToolCallProgress
     | ContextTrimmed
 )
 

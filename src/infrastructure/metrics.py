@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
 from application.ports.llm import LanguageModel, ModelRequest, ModelResponse, TextListener
-from application.ports.mcp import McpGateway, McpResourceContent, McpTarget, McpToolResult
+from application.ports.mcp import McpGateway, McpResourceContent, McpTarget, McpToolResult, ToolProgress
 from application.runs.execute_run import ExecuteRun
 from domain.ids import OrgId, RunId
 from domain.mcp_prompts import PromptResult
@@ -177,8 +177,11 @@ class MeteredMcpGateway:
             if failed:
                 self._metrics.mcp_errors.labels(*labels).inc()
 
-    async def call_tool(self, target: McpTarget, name: str, arguments: Mapping[str, Any]) -> McpToolResult:
-        result: McpToolResult = await self._timed(target, "tool", self._gateway.call_tool(target, name, arguments))
+    async def call_tool(
+        self, target: McpTarget, name: str, arguments: Mapping[str, Any], on_progress: ToolProgress | None = None
+    ) -> McpToolResult:
+        called = self._gateway.call_tool(target, name, arguments, on_progress)
+        result: McpToolResult = await self._timed(target, "tool", called)
         return result
 
     async def read_resource(self, target: McpTarget, uri: str) -> Sequence[McpResourceContent]:

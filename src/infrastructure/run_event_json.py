@@ -19,6 +19,7 @@ from domain.run_events import (
     RunInProgress,
     RunRequiresAction,
     ToolCallCompleted,
+    ToolCallProgress,
     ToolCallStarted,
 )
 from domain.runs import PendingToolCall, RunError, RunStatus
@@ -42,6 +43,13 @@ def event_data(payload: RunEventPayload) -> dict[str, Any]:
                 "name": payload.name,
                 "type": payload.tool_type,
                 "arguments": dict(payload.arguments),
+            }
+        case ToolCallProgress():
+            return {
+                "tool_call_id": payload.tool_call_id,
+                "progress": payload.progress,
+                "total": payload.total,
+                "message": payload.message,
             }
         case ToolCallCompleted():
             return {
@@ -92,6 +100,13 @@ def event_payload(event_type: RunEventType, data: Mapping[str, Any]) -> RunEvent
                 name=data["name"],
                 tool_type=data["type"],
                 arguments=data["arguments"],
+            )
+        case RunEventType.TOOL_CALL_PROGRESS:
+            return ToolCallProgress(
+                tool_call_id=data["tool_call_id"],
+                progress=data["progress"],
+                total=data.get("total"),
+                message=data.get("message"),
             )
         case RunEventType.TOOL_CALL_COMPLETED:
             return ToolCallCompleted(

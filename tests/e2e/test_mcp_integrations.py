@@ -62,7 +62,7 @@ async def test_a_connection_test_describes_the_server_and_records_the_outcome(
     assert (server["name"], server["version"]) == ("fake-mcp", "1.2.3")
     assert server["protocol_version"] == "2026-07-28"
     assert (server["tools"], server["resources"], server["resource_templates"], server["prompts"]) == (
-        7,
+        8,
         3,
         1,
         3,

@@ -14,7 +14,7 @@ from domain.runs import RunStatus
 from infrastructure.container import Container
 from infrastructure.persistence.tables import runs as runs_table
 from tests.conftest import Tenant, as_port
-from tests.e2e.runs import agent_and_thread, messages, settle, start
+from tests.e2e.runs import agent_and_thread, messages, settle, sse_events, start
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
 from tests.mcp_servers import everything
@@ -65,6 +65,32 @@ async def test_source_query_searches_what_the_thread_imported(
     assert found["result"].startswith("[1] People — row 1 (source_id ")
     assert "name: Grace; city: Arlington" in found["result"]
     assert missing["result"] == "No passage of this thread's sources matches 'zebra'."
+
+
+async def test_an_mcp_tools_progress_reaches_the_runs_followers(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, mcp_server: FakeMcpServer
+) -> None:
+    integration = (
+        await client.post("/v1/mcp-integrations", json={"name": "Memo", "url": mcp_server.url}, headers=tenant.admin)
+    ).json()
+    _, thread = await agent_and_thread(client, tenant, mcp_integration_ids=[integration["id"]])
+    openai.reply_tool_calls(FakeToolCall("memo__steps", {}, id="call_steps"))
+    openai.reply_text("Done in three steps.")
+
+    streamed = await client.post(
+        f"/v1/threads/{thread['id']}/runs", json={"input": "Go", "stream": True}, headers=tenant.admin
+    )
+
+    events = sse_events(streamed.text)
+    assert events[-1]["type"] == "run.completed"
+    progress = [e["data"] for e in events if e["type"] == "tool_call.progress"]
+    assert progress == [
+        {"tool_call_id": "call_steps", "progress": step, "total": 3, "message": f"step {step} of 3"}
+        for step in (1, 2, 3)
+    ]
+    kinds = [e["type"] for e in events]
+    assert kinds.index("tool_call.started") < kinds.index("tool_call.progress")
+    assert kinds.index("tool_call.progress") < kinds.index("tool_call.completed")
 
 
 async def test_a_displayable_tool_waits_for_the_client(

@@ -1,7 +1,8 @@
 """An MCP server built with the `mcp` SDK, served over Streamable HTTP on 127.0.0.1 in this process.
 
 It has small pages (so clients must follow cursors), text, CSV and blob resources, prompts with
-arguments, a tool that adds a tool and announces the change, a tool that never answers, and an
+arguments, a tool that adds a tool and announces the change, a tool that never answers, one that reports its
+progress, and an
 optional bearer token it insists on. With `announces_changes=False` it serves no change notifications
 (no `subscriptions/listen`): a client learns that it went away only when a request fails.
 """
@@ -72,6 +73,7 @@ class FakeMcpServer:
             _tool("hang", "Never answers"),
             _tool("grow", "Adds a tool named `extra` and announces it"),
             _tool("stats", "Returns structured content only"),
+            _tool("steps", "Works in three steps, reporting its progress"),
         ]
         self.calls: list[str] = []
         self.list_tools_requests = 0
@@ -140,6 +142,10 @@ class FakeMcpServer:
                     with contextlib.suppress(Exception):
                         await ctx.session.send_tool_list_changed()
                     return types.CallToolResult(content=[text(type="text", text="grown")])
+                case "steps":
+                    for step in (1, 2, 3):
+                        await ctx.session.report_progress(step, 3, f"step {step} of 3")
+                    return types.CallToolResult(content=[text(type="text", text="all three steps done")])
                 case "extra":
                     return types.CallToolResult(content=[text(type="text", text="extra!")])
             return types.CallToolResult(content=[text(type="text", text=f"Unknown tool {params.name}")], is_error=True)

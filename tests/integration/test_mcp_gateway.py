@@ -115,7 +115,7 @@ async def test_catalogs_are_cached(gateway: SdkMcpGateway) -> None:
     async with FakeMcpServer(page_size=2, list_ttl_ms=300_000) as server:
         target = http_target(server.url)
         first = await gateway.list_tools(target)
-        assert len(first) == 7 and server.list_tools_requests == 4  # four pages
+        assert len(first) == 8 and server.list_tools_requests == 4  # four pages
         assert await gateway.list_tools(target) == first
         assert server.list_tools_requests == 4  # served from the cache
 
@@ -125,9 +125,9 @@ async def test_a_cached_catalog_is_dropped_when_the_server_announces_a_change(ga
         target = http_target(server.url)
         await gateway.list_tools(target)
         await gateway.call_tool(target, "grow", {})
-        grown = await until_listed(lambda: gateway.list_tools(target), lambda tools: len(tools) == 8)
+        grown = await until_listed(lambda: gateway.list_tools(target), lambda tools: len(tools) == 9)
         assert [t.name for t in grown][-1] == "extra"
-        assert server.list_tools_requests == 8  # the four pages once more, once
+        assert server.list_tools_requests == 9  # four pages, then the five pages once, once
 
 
 async def test_a_server_that_asks_for_no_caching_is_asked_every_time(gateway: SdkMcpGateway) -> None:
@@ -196,7 +196,7 @@ async def test_wrong_credentials_are_an_auth_error(gateway: SdkMcpGateway) -> No
             await gateway.list_tools(target)
         assert "wrong" not in str(failure.value)
         good = http_target(server.url, headers={"Authorization": "Bearer right"})
-        assert len(await gateway.list_tools(good)) == 7
+        assert len(await gateway.list_tools(good)) == 8
 
 
 async def test_a_server_that_answers_garbage_is_a_protocol_error() -> None:

@@ -1,6 +1,6 @@
 """The MCP client gateway port: catalogs, tool calls, resources and prompts of one integration's server."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -109,6 +109,10 @@ class McpResourceContent:
     blob: bytes | None = field(default=None, repr=False)
 
 
+ToolProgress = Callable[[float, float | None, str | None], Awaitable[None]]
+"""How far a tool call is: progress, total (if known), message."""
+
+
 class McpGateway(Protocol):
     """Talks to an integration's MCP server. Raises the typed Mcp* errors of application.errors."""
 
@@ -120,7 +124,12 @@ class McpGateway(Protocol):
     async def list_resources(self, target: McpTarget) -> Sequence[McpResourceInfo]: ...
     async def list_resource_templates(self, target: McpTarget) -> Sequence[McpResourceTemplateInfo]: ...
     async def list_prompts(self, target: McpTarget) -> Sequence[McpPromptInfo]: ...
-    async def call_tool(self, target: McpTarget, name: str, arguments: Mapping[str, Any]) -> McpToolResult: ...
+    async def call_tool(
+        self, target: McpTarget, name: str, arguments: Mapping[str, Any], on_progress: ToolProgress | None = None
+    ) -> McpToolResult:
+        """`on_progress` hears the server's progress notifications for this call."""
+        ...
+
     async def read_resource(self, target: McpTarget, uri: str) -> Sequence[McpResourceContent]: ...
     async def get_prompt(self, target: McpTarget, name: str, arguments: Mapping[str, str]) -> PromptResult: ...
 

@@ -17,6 +17,7 @@ from application.ports.mcp import (
     McpResourceInfo,
     McpTarget,
     McpToolResult,
+    ToolProgress,
 )
 from application.ports.persistence import UnitOfWork
 from application.ports.security import SecretBox
@@ -36,6 +37,8 @@ class ExecuteMcpToolCommand:
     integration_id: IntegrationId
     tool_name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    on_progress: ToolProgress | None = None
+    """Hears the server's progress notifications for the call"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +94,7 @@ class ExecuteMcpTool:
         tools = await self._gateway.list_tools(target)
         if not any(t.name == command.tool_name for t in tools) or not integration.tool_filter.allows(command.tool_name):
             raise McpToolNotFound(f"integration {integration.slug!r} has no tool {command.tool_name!r}")
-        result = await self._gateway.call_tool(target, command.tool_name, command.arguments)
+        result = await self._gateway.call_tool(target, command.tool_name, command.arguments, command.on_progress)
         return McpToolOutcome(
             text=text_for_model(result),
             parts=result.parts,

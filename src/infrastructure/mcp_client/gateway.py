@@ -16,6 +16,7 @@ from application.ports.mcp import (
     McpTarget,
     McpToolInfo,
     McpToolResult,
+    ToolProgress,
 )
 from application.ports.oauth import McpAuthorizer
 from domain.ids import IntegrationId
@@ -180,9 +181,24 @@ class SdkMcpGateway:
 
         return await self._catalog(target, "prompts", fetch)
 
-    async def call_tool(self, target: McpTarget, name: str, arguments: Mapping[str, Any]) -> McpToolResult:
+    async def call_tool(
+        self, target: McpTarget, name: str, arguments: Mapping[str, Any], on_progress: ToolProgress | None = None
+    ) -> McpToolResult:
+        async def progressed(progress: float, total: float | None, message: str | None) -> None:
+            if on_progress is None:
+                return
+            try:
+                await on_progress(progress, total, message)
+            except Exception:  # telling followers must never fail the call
+                logger.debug("a tool call's progress could not be told", exc_info=True)
+
         async def call(client: Client) -> McpToolResult:
-            result = await client.call_tool(name, dict(arguments), read_timeout_seconds=target.timeout_seconds)
+            result = await client.call_tool(
+                name,
+                dict(arguments),
+                read_timeout_seconds=target.timeout_seconds,
+                progress_callback=progressed if on_progress is not None else None,
+            )
             return convert.tool_result(result)
 
         return await self._run(target, call, doing=f"calling tool {name!r}", idempotent=False)

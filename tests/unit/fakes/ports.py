@@ -20,6 +20,7 @@ from application.ports.mcp import (
     McpTarget,
     McpToolInfo,
     McpToolResult,
+    ToolProgress,
 )
 from application.ports.native_tools import CommandSpec, ProcessOutput, SearchHit, WebPage
 from application.ports.security import MintedKey
@@ -356,7 +357,9 @@ class FakeGateway:
         self._use(target, "list_prompts")
         return self.prompts
 
-    async def call_tool(self, target: McpTarget, name: str, arguments: Mapping[str, Any]) -> McpToolResult:
+    async def call_tool(
+        self, target: McpTarget, name: str, arguments: Mapping[str, Any], on_progress: ToolProgress | None = None
+    ) -> McpToolResult:
         self._use(target, "call_tool")
         self.tool_calls.append((name, dict(arguments)))
         assert self.result is not None

@@ -2,12 +2,12 @@
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from application.ports.llm import ModelToolCall
 from application.runs.step import RunState
 from application.runs.tools.handler import ToolContext, ToolHandler, ToolOutcome, truncate
-from domain.run_events import RunEvent, ToolCallCompleted
+from domain.run_events import RunEvent, ToolCallCompleted, ToolCallProgress
 from domain.runs import PendingToolCall
 from domain.tools import Tool, ToolType
 
@@ -37,7 +37,11 @@ class ToolCalls:
         context = state.tool_context
 
         async def one(call: ModelToolCall) -> ToolOutcome:
-            outcome = await self._call(call, state, context)
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                payload = ToolCallProgress(tool_call_id=call.id, progress=value, total=total, message=message)
+                await state.events.publish(state.events.make(payload))
+
+            outcome = await self._call(call, state, replace(context, progress=progress))
             if outcome.pending is None:
                 payload = ToolCallCompleted(
                     tool_call_id=call.id, name=call.name, is_error=outcome.is_error, result=outcome.text

@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from application.ports.llm import ModelToolCall
+from application.ports.mcp import ToolProgress
 from application.ports.tracing import RunTrace
 from domain.agents import Agent
 from domain.ids import OrgId, RunId, ThreadId
@@ -21,6 +22,8 @@ class ToolContext:
     agent: Agent
     trace: RunTrace
     depth: int = 0
+    progress: ToolProgress | None = None
+    """Tells the run's followers how far this tool call is (set per call)."""
 
 
 @dataclass(frozen=True, kw_only=True)

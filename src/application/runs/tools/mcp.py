@@ -167,6 +167,7 @@ class McpToolCall:
                     integration_id=_integration_id(integration_id),
                     tool_name=remote,
                     arguments=dict(call.arguments),
+                    on_progress=context.progress,
                 )
             )
         except Exception as error:
