@@ -92,6 +92,10 @@ class McpCapabilityMissing(McpError, Conflict):
     """The MCP server does not offer what was asked of it (no resources, say: JSON-RPC method not found)."""
 
 
+class McpInputNeeded(McpError, Conflict):
+    """The MCP tool asks for the user's input, which only a run can wait for."""
+
+
 class McpServerError(McpError):
     """The MCP server could not serve the request (the fault is on its side or on the way to it)."""
 

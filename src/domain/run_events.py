@@ -6,6 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Self
 
+from domain.elicitation import Elicitation
 from domain.ids import AgentId, MessageId, RunId, ThreadId
 from domain.runs import PendingToolCall, Run, RunError, RunStatus
 
@@ -68,10 +69,13 @@ class RunInProgress(RunChanged):
 class RunRequiresAction(RunChanged):
     type = RunEventType.REQUIRES_ACTION
     required_action: tuple[PendingToolCall, ...]
+    questions: tuple[Elicitation, ...] = ()
+    """What the servers of its MCP tool calls ask the user (elicitation)."""
 
     @classmethod
     def of(cls, run: Run) -> Self:
-        return cls(**cls.summary(run), required_action=run.required_action)
+        questions = tuple(q for q in run.awaiting_input if q.answer is None)
+        return cls(**cls.summary(run), required_action=run.required_action, questions=questions)
 
 
 @dataclass(frozen=True, kw_only=True)

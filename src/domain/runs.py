@@ -7,6 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from domain.elicitation import Elicitation, ElicitationAnswer
 from domain.errors import IllegalTransition, InvalidValue
 from domain.ids import AgentId, OrgId, RunId, ThreadId
 from domain.usage import Usage
@@ -46,6 +47,21 @@ _MOVES: Mapping[RunStatus, frozenset[RunStatus]] = {
 
 class RunNotWaiting(IllegalTransition):
     """Tool results were sent for a run that does not wait for them, or for calls it did not make."""
+
+
+def _check_answered(
+    kind: str, unknown_are: str, what: str, answered: Sequence[str], waiting: Mapping[str, object]
+) -> None:
+    if len(set(answered)) != len(answered):
+        raise RunNotWaiting(f"each {kind} may be answered only once")
+    unknown, missing = sorted(set(answered) - set(waiting)), sorted(set(waiting) - set(answered))
+    problems = []
+    if unknown:
+        problems.append(f"{unknown_are}: {', '.join(unknown)}")
+    if missing:
+        problems.append(f"{what} are missing for: {', '.join(missing)}")
+    if problems:
+        raise RunNotWaiting("; ".join(problems))
 
 
 class RunErrorCode(StrEnum):
@@ -141,6 +157,9 @@ class Run:
     status: RunStatus = RunStatus.QUEUED
     client_tools: tuple[ClientTool, ...] = ()
     required_action: tuple[PendingToolCall, ...] = ()
+    awaiting_input: tuple[Elicitation, ...] = ()
+    """Questions the servers of its MCP tool calls asked the user: unanswered while the run requires action;
+    answered while it goes on to carry those calls on with the answers."""
     steps: tuple[RunStep, ...] = ()
     usage: Usage = field(default_factory=Usage)
     error: RunError | None = None
@@ -182,6 +201,7 @@ class Run:
         if to.is_terminal:
             self.ended_at = now
             self.required_action = ()
+            self.awaiting_input = ()
 
     def start(self, now: datetime) -> None:
         self._move(RunStatus.IN_PROGRESS, now)
@@ -203,32 +223,34 @@ class Run:
         self.steps = (*self.steps[:-1], replace(last, tool_calls=calls))
         self.updated_at = now
 
-    def require_action(self, calls: tuple[PendingToolCall, ...], now: datetime) -> None:
-        if not calls:
-            raise InvalidValue("a run requires action only for pending tool calls")
+    def require_action(
+        self, calls: tuple[PendingToolCall, ...], now: datetime, questions: tuple[Elicitation, ...] = ()
+    ) -> None:
+        """Wait for the client: the results of these calls, the user's answers to these questions (whose tool
+        calls stay pending in the latest step)."""
+        if not calls and not questions:
+            raise InvalidValue("a run requires action only for pending tool calls or questions")
         self._move(RunStatus.REQUIRES_ACTION, now)
         self.required_action = calls
+        self.awaiting_input = questions
+        asking = {q.tool_call_id for q in questions}
+        if asking and self.steps:
+            last = self.steps[-1]
+            marked = tuple(replace(c, pending=True) if c.id in asking else c for c in last.tool_calls)
+            self.steps = (*self.steps[:-1], replace(last, tool_calls=marked))
 
     def resume(
         self, answered: Sequence[str], now: datetime, failed: Collection[str] = ()
     ) -> dict[str, PendingToolCall]:
         """The client answered the calls with these ids (those in `failed` with an error): every call the run
-        waits for, each once. The calls are no longer pending in their step and the run goes on; returns the
-        calls it waited for, by id."""
+        waits for, each once. The calls are no longer pending in their step, and the run goes on unless questions
+        wait for answers; returns the calls it waited for, by id."""
         if self.status is not RunStatus.REQUIRES_ACTION:
             raise RunNotWaiting(f"the run is {self.status.value}, not waiting for tool results")
+        if not self.required_action:
+            raise RunNotWaiting("the run waits for answers to its questions, not for tool results")
         waiting = {call.id: call for call in self.required_action}
-        if len(set(answered)) != len(answered):
-            raise RunNotWaiting("each tool call may be answered only once")
-        unknown, missing = sorted(set(answered) - set(waiting)), sorted(set(waiting) - set(answered))
-        problems = []
-        if unknown:
-            problems.append(f"the run did not make these calls: {', '.join(unknown)}")
-        if missing:
-            problems.append(f"results are missing for: {', '.join(missing)}")
-        if problems:
-            raise RunNotWaiting("; ".join(problems))
-        self._move(RunStatus.IN_PROGRESS, now)
+        _check_answered("tool call", "the run did not make these calls", "results", answered, waiting)
         self.required_action = ()
         self.steps = tuple(
             replace(
@@ -240,7 +262,50 @@ class Run:
             )
             for step in self.steps
         )
+        self._go_on_when_answered(now)
         return waiting
+
+    def answer_questions(self, answers: Sequence[tuple[str, ElicitationAnswer]], now: datetime) -> None:
+        """The user's answers to every question the run waits for, each checked against its form. The run goes
+        on (to carry the calls on with them) unless client tool calls still wait for results."""
+        waiting = {q.id: q for q in self.awaiting_input if q.answer is None}
+        if self.status is not RunStatus.REQUIRES_ACTION:
+            raise RunNotWaiting(f"the run is {self.status.value}, not waiting for answers to questions")
+        if not waiting:
+            raise RunNotWaiting("the run waits for tool results, not for answers to questions")
+        _check_answered("question", "the run did not ask these questions", "answers", [i for i, _ in answers], waiting)
+        given = dict(answers)
+        self.awaiting_input = tuple(
+            q.answered(replace(given[q.id], lease=self.lease)) if q.id in given else q for q in self.awaiting_input
+        )
+        self.updated_at = now
+        self._go_on_when_answered(now)
+
+    def _go_on_when_answered(self, now: datetime) -> None:
+        if not self.required_action and all(q.answer is not None for q in self.awaiting_input):
+            self._move(RunStatus.IN_PROGRESS, now)
+
+    @property
+    def answered_questions(self) -> tuple[Elicitation, ...]:
+        """The answered questions whose tool calls are to be carried on (the run is in progress)."""
+        if self.status is not RunStatus.IN_PROGRESS:
+            return ()
+        return tuple(q for q in self.awaiting_input if q.answer is not None)
+
+    @property
+    def answers_may_have_been_used(self) -> bool:
+        """Whether a taker of the run before this one may have carried the answered calls on already (and was
+        lost while they were in flight): the answers were given before the previous take."""
+        return any(q.answer is not None and q.answer.lease + 1 < self.lease for q in self.answered_questions)
+
+    def carried_on(self, tool_call_ids: Collection[str], now: datetime) -> None:
+        """These calls were carried on with their answers: their questions are done."""
+        self.awaiting_input = tuple(q for q in self.awaiting_input if q.tool_call_id not in tool_call_ids)
+        self.updated_at = now
+        if self.steps:
+            last = self.steps[-1]
+            calls = tuple(replace(c, pending=False) if c.id in tool_call_ids else c for c in last.tool_calls)
+            self.steps = (*self.steps[:-1], replace(last, tool_calls=calls))
 
     def complete(self, now: datetime) -> None:
         self._move(RunStatus.COMPLETED, now)

@@ -9,6 +9,7 @@ from application.caller import Caller
 from application.loaded_integrations import LoadedIntegrations
 from application.ports.mcp import McpTarget
 from application.retrieval import EmbedPassages, PassageSearch
+from application.runs.answer_questions import AnswerQuestions
 from application.runs.ask_agent import AskAgent
 from application.runs.cancel_run import CancelRun
 from application.runs.conversations import AnswerToolCalls, Converse
@@ -426,6 +427,9 @@ class Container(containers.DeclarativeContainer):
     cancel_run = providers.Factory(CancelRun, uow=uow, clock=clock, bus=run_event_bus, executor=run_executor)
     submit_tool_results = providers.Factory(
         SubmitToolResults, uow=uow, clock=clock, ids=ids, bus=run_event_bus, executor=run_executor
+    )
+    answer_questions = providers.Factory(
+        AnswerQuestions, uow=uow, clock=clock, bus=run_event_bus, executor=run_executor
     )
     follow_run = providers.Factory(FollowRun, uow=uow, bus=run_event_bus)
     # -- the OpenAI-compatible routes -----------------------------------------------------------------

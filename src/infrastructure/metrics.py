@@ -11,7 +11,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
 from application.ports.llm import LanguageModel, ModelRequest, ModelResponse, TextListener
-from application.ports.mcp import McpGateway, McpResourceContent, McpTarget, McpToolResult, ToolProgress
+from application.ports.mcp import (
+    McpAnswer,
+    McpGateway,
+    McpInputRequired,
+    McpResourceContent,
+    McpTarget,
+    McpToolResult,
+    ToolProgress,
+)
 from application.runs.execute_run import ExecuteRun
 from domain.ids import OrgId, RunId
 from domain.mcp_prompts import PromptResult
@@ -178,10 +186,19 @@ class MeteredMcpGateway:
                 self._metrics.mcp_errors.labels(*labels).inc()
 
     async def call_tool(
-        self, target: McpTarget, name: str, arguments: Mapping[str, Any], on_progress: ToolProgress | None = None
-    ) -> McpToolResult:
-        called = self._gateway.call_tool(target, name, arguments, on_progress)
-        result: McpToolResult = await self._timed(target, "tool", called)
+        self,
+        target: McpTarget,
+        name: str,
+        arguments: Mapping[str, Any],
+        on_progress: ToolProgress | None = None,
+        *,
+        answers: Mapping[str, McpAnswer] | None = None,
+        request_state: str | None = None,
+    ) -> McpToolResult | McpInputRequired:
+        called = self._gateway.call_tool(
+            target, name, arguments, on_progress, answers=answers, request_state=request_state
+        )
+        result: McpToolResult | McpInputRequired = await self._timed(target, "tool", called)
         return result
 
     async def read_resource(self, target: McpTarget, uri: str) -> Sequence[McpResourceContent]:

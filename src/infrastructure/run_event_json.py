@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
+from domain.elicitation import Elicitation
 from domain.ids import AgentId, MessageId, RunId, ThreadId
 from domain.run_events import (
     ContextTrimmed,
@@ -31,8 +32,11 @@ def event_data(payload: RunEventPayload) -> dict[str, Any]:
             return _run(payload) | {"answer": answer}
         case RunFailed(error=error):
             return _run(payload) | {"error": {"code": error.code, "message": error.message}}
-        case RunRequiresAction(required_action=calls):
-            return _run(payload) | {"required_action": [_pending(c) for c in calls]}
+        case RunRequiresAction(required_action=calls, questions=questions):
+            return _run(payload) | {
+                "required_action": [_pending(c) for c in calls],
+                "elicitations": [elicitation_json(q) for q in questions],
+            }
         case RunChanged():
             return _run(payload)
         case MessageDelta(message_id=message_id, text=text):
@@ -80,6 +84,18 @@ def _run(payload: RunChanged) -> dict[str, Any]:
 
 def _pending(call: PendingToolCall) -> dict[str, Any]:
     return {"tool_call_id": call.id, "name": call.name, "type": call.type, "arguments": dict(call.arguments)}
+
+
+def elicitation_json(question: Elicitation) -> dict[str, Any]:
+    """A question as clients see it (the server's request state stays with the run)."""
+    return {
+        "id": question.id,
+        "type": "elicitation",
+        "tool_call_id": question.tool_call_id,
+        "tool_name": question.tool_name,
+        "message": question.message,
+        "requested_schema": dict(question.requested_schema),
+    }
 
 
 _RUN_CHANGES: Mapping[RunEventType, type[RunCreated | RunInProgress | RunCancelled]] = {
@@ -137,5 +153,16 @@ def event_payload(event_type: RunEventType, data: Mapping[str, Any]) -> RunEvent
                 PendingToolCall(id=c["tool_call_id"], name=c["name"], type=c["type"], arguments=c["arguments"])
                 for c in data["required_action"]
             )
-            return RunRequiresAction(**run, required_action=calls)
+            questions = tuple(
+                Elicitation(
+                    id=q["id"],
+                    tool_call_id=q["tool_call_id"],
+                    tool_name=q["tool_name"],
+                    key=q["id"].removeprefix(f"{q['tool_call_id']}:"),
+                    message=q["message"],
+                    requested_schema=q["requested_schema"],
+                )
+                for q in data.get("elicitations", ())
+            )
+            return RunRequiresAction(**run, required_action=calls, questions=questions)
     return _RUN_CHANGES[event_type](**run)

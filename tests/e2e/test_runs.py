@@ -191,6 +191,7 @@ async def test_a_client_tool_pauses_the_run_until_the_client_answers(waiting_run
         "tool_calls": [
             {"tool_call_id": "call_loc", "name": "get_location", "type": "client", "arguments": {"precise": True}}
         ],
+        "elicitations": [],
     }
 
 

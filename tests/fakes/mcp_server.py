@@ -2,8 +2,8 @@
 
 It has small pages (so clients must follow cursors), text, CSV and blob resources, prompts with
 arguments, a tool that adds a tool and announces the change, a tool that never answers, one that reports its
-progress, and an
-optional bearer token it insists on. With `announces_changes=False` it serves no change notifications
+progress, with `asks=True` one that asks the user a question first (elicitation), and an optional bearer token
+it insists on. With `announces_changes=False` it serves no change notifications
 (no `subscriptions/listen`): a client learns that it went away only when a request fails.
 """
 
@@ -43,6 +43,17 @@ PROMPTS = {
 }
 
 
+RESTAURANT = {"restaurant": {"type": "string"}}
+PARTY = {
+    "type": "object",
+    "properties": {
+        "guests": {"type": "integer", "minimum": 1, "maximum": 12, "description": "How many guests"},
+        "name": {"type": "string", "minLength": 1, "description": "The reservation's name"},
+    },
+    "required": ["guests", "name"],
+}
+
+
 def _page(items: list[Any], cursor: str | None, size: int) -> tuple[list[Any], str | None]:
     start = int(cursor or 0)
     end = start + size
@@ -58,7 +69,13 @@ class FakeMcpServer:
     """`async with FakeMcpServer(token="s3cret") as server:` then connect to `server.url`."""
 
     def __init__(
-        self, *, page_size: int = 2, token: str | None = None, list_ttl_ms: int = 0, announces_changes: bool = True
+        self,
+        *,
+        page_size: int = 2,
+        token: str | None = None,
+        list_ttl_ms: int = 0,
+        announces_changes: bool = True,
+        asks: bool = False,
     ) -> None:
         self.page_size = page_size
         self.announces_changes = announces_changes
@@ -75,6 +92,10 @@ class FakeMcpServer:
             _tool("stats", "Returns structured content only"),
             _tool("steps", "Works in three steps, reporting its progress"),
         ]
+        if asks:
+            self.tools.append(_tool("reserve", "Reserves a table, asking the user how many guests", RESTAURANT))
+        self.answers: list[dict[str, Any]] = []
+        """The input responses each call of `reserve` came with."""
         self.calls: list[str] = []
         self.list_tools_requests = 0
         self.bus = InMemorySubscriptionBus()
@@ -116,7 +137,9 @@ class FakeMcpServer:
             tools, cursor = _page(self.tools, params.cursor if params else None, self.page_size)
             return types.ListToolsResult(tools=tools, next_cursor=cursor, ttl_ms=self.list_ttl_ms)
 
-        async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        async def call_tool(
+            ctx: Any, params: types.CallToolRequestParams
+        ) -> types.CallToolResult | types.InputRequiredResult:
             args = params.arguments or {}
             self.calls.append(params.name)
             text = types.TextContent
@@ -146,6 +169,8 @@ class FakeMcpServer:
                     for step in (1, 2, 3):
                         await ctx.session.report_progress(step, 3, f"step {step} of 3")
                     return types.CallToolResult(content=[text(type="text", text="all three steps done")])
+                case "reserve":
+                    return self._reserve(args, params)
                 case "extra":
                     return types.CallToolResult(content=[text(type="text", text="extra!")])
             return types.CallToolResult(content=[text(type="text", text=f"Unknown tool {params.name}")], is_error=True)
@@ -218,6 +243,33 @@ class FakeMcpServer:
             on_list_prompts=list_prompts,
             on_get_prompt=get_prompt,
             on_subscriptions_listen=self._counted_listen if self.announces_changes else None,
+        )
+
+    def _reserve(
+        self, args: dict[str, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Asks how many guests (2026-07-28: an InputRequiredResult whose state names the restaurant), then
+        reserves with the answer; the state is plain JSON, so the call may be carried on by any client later."""
+        restaurant = str(args.get("restaurant", ""))
+        responses = params.input_responses or {}
+        self.answers.append({k: v.model_dump(exclude_none=True) for k, v in responses.items()})
+        answer = responses.get("party")
+        if answer is None:
+            question = types.ElicitRequest(
+                params=types.ElicitRequestFormParams(
+                    message=f"How many guests at {restaurant}?", requested_schema=PARTY
+                )
+            )
+            state = json.dumps({"restaurant": restaurant})
+            return types.InputRequiredResult(input_requests={"party": question}, request_state=state)
+        assert params.request_state is not None and json.loads(params.request_state) == {"restaurant": restaurant}
+        text = types.TextContent
+        if not isinstance(answer, types.ElicitResult) or answer.action != "accept" or answer.content is None:
+            action = getattr(answer, "action", "no answer")
+            return types.CallToolResult(content=[text(type="text", text=f"No table reserved: the user chose {action}")])
+        content = answer.content
+        return types.CallToolResult(
+            content=[text(type="text", text=f"Table for {content['guests']} at {restaurant}, name {content['name']}")]
         )
 
     def _guarded(self, app: ASGIApp) -> ASGIApp:

@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 from uuid import uuid4
 
 import anyio
@@ -15,12 +15,15 @@ import anyio.lowlevel
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve
+from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from application.errors import McpAuthFailed, McpConnectionFailed, McpProtocolError, McpTimeout, UrlNotAllowed
-from application.ports.mcp import McpTarget, McpToolResult
+from application.ports.mcp import McpAnswer, McpInputRequired, McpTarget, McpToolResult
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import Transport
 from infrastructure.mcp_client.connection import McpConnection, opened
@@ -93,7 +96,8 @@ async def until_listed(
     return found
 
 
-def text_of(result: McpToolResult) -> str | None:
+def text_of(result: McpToolResult | McpInputRequired) -> str | None:
+    assert isinstance(result, McpToolResult), result
     return result.parts[0].text
 
 
@@ -370,3 +374,57 @@ async def test_a_legacy_sse_server_is_served_too(gateway: SdkMcpGateway) -> None
         target = http_target(server.url, transport=Transport.SSE)
         assert "echo" in {t.name for t in await gateway.list_tools(target)}
         assert text_of(await gateway.call_tool(target, "echo", {"message": "old"})) == "Echo: old"
+
+
+# -- questions for the user (elicitation, 2026-07-28) --------------------------------------------------
+
+
+class Party(BaseModel):
+    guests: int
+
+
+async def _ask_party(restaurant: str) -> Elicit[Party]:
+    return Elicit(f"How many guests at {restaurant}?", Party)
+
+
+def _tables() -> MCPServer:
+    server = MCPServer("tables")
+
+    @server.tool()
+    async def book(restaurant: str, party: Annotated[Party, Resolve(_ask_party)]) -> str:
+        """Books a table, asking the user how many guests."""
+        return f"Table for {party.guests} at {restaurant}"
+
+    return server
+
+
+async def test_a_server_that_asks_through_the_sdks_resolvers_gets_the_answers_with_its_state(
+    gateway: SdkMcpGateway,
+) -> None:
+    async with LoopbackServer(_tables().streamable_http_app()) as served:
+        target = http_target(f"{served.base_url}/mcp")
+        assert [t.name for t in await gateway.list_tools(target)] == ["book"]
+
+        asked = await gateway.call_tool(target, "book", {"restaurant": "Ada's"})
+
+        assert isinstance(asked, McpInputRequired)
+        [question] = asked.questions
+        assert question.message == "How many guests at Ada's?"
+        assert question.requested_schema["required"] == ["guests"]
+        answer = {question.key: McpAnswer(action="accept", content={"guests": 3})}
+        done = await gateway.call_tool(
+            target, "book", {"restaurant": "Ada's"}, answers=answer, request_state=asked.request_state
+        )
+        assert text_of(done) == "Table for 3 at Ada's"
+        declined = await gateway.call_tool(
+            target,
+            "book",
+            {"restaurant": "Ada's"},
+            answers={question.key: McpAnswer(action="decline")},
+            request_state=asked.request_state,
+        )
+        assert isinstance(declined, McpToolResult) and declined.is_error
+        assert text_of(declined) == (
+            "Error executing tool book: Resolver for parameter 'party' could not resolve: elicitation was decline"
+        )
+        await gateway.forget(target.integration_id)  # its session ends before the server stops

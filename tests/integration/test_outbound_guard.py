@@ -36,7 +36,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from application.errors import McpConnectionFailed, ToolFailure, UrlNotAllowed
-from application.ports.mcp import McpTarget
+from application.ports.mcp import McpTarget, McpToolResult
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import Transport
 from infrastructure.mcp_client.connection import McpConnection, opened
@@ -262,7 +262,7 @@ async def test_an_integration_reaches_its_server_through_the_address_the_guard_c
 
     result = await gateway.call_tool(target, "where", {})
 
-    assert result.parts[0].text == "the allowed server"
+    assert isinstance(result, McpToolResult) and result.parts[0].text == "the allowed server"
     assert {host for _, host, _ in destinations.requests} == {f"{NAME}:{destinations.port}"}
     assert {authorization for _, _, authorization in destinations.requests} == {CREDENTIAL}
     assert set(names.given) == {ALLOWED}
@@ -335,7 +335,7 @@ async def test_proxies_named_by_the_environment_are_not_used(
         await proxy.close()
 
     assert proxy.connections == []
-    assert result.parts[0].text == "the allowed server"
+    assert isinstance(result, McpToolResult) and result.parts[0].text == "the allowed server"
     assert page.text == "the allowed page"
 
 

@@ -109,6 +109,32 @@ class McpResourceContent:
     blob: bytes | None = field(default=None, repr=False)
 
 
+@dataclass(frozen=True, kw_only=True)
+class McpQuestion:
+    """A question the server asks the user before it can finish a tool call (form elicitation)."""
+
+    key: str
+    message: str
+    requested_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpInputRequired:
+    """The server needs the user's answers to finish the call: ask them, then call again with the answers and
+    the state (2026-07-28 servers: the call may be carried on from any process, at any later time)."""
+
+    questions: Sequence[McpQuestion]
+    request_state: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpAnswer:
+    """The user's answer to one question (`content` for accept only)."""
+
+    action: str
+    content: Mapping[str, Any] | None = None
+
+
 ToolProgress = Callable[[float, float | None, str | None], Awaitable[None]]
 """How far a tool call is: progress, total (if known), message."""
 
@@ -125,9 +151,18 @@ class McpGateway(Protocol):
     async def list_resource_templates(self, target: McpTarget) -> Sequence[McpResourceTemplateInfo]: ...
     async def list_prompts(self, target: McpTarget) -> Sequence[McpPromptInfo]: ...
     async def call_tool(
-        self, target: McpTarget, name: str, arguments: Mapping[str, Any], on_progress: ToolProgress | None = None
-    ) -> McpToolResult:
-        """`on_progress` hears the server's progress notifications for this call."""
+        self,
+        target: McpTarget,
+        name: str,
+        arguments: Mapping[str, Any],
+        on_progress: ToolProgress | None = None,
+        *,
+        answers: Mapping[str, McpAnswer] | None = None,
+        request_state: str | None = None,
+    ) -> McpToolResult | McpInputRequired:
+        """`on_progress` hears the server's progress notifications for this call. A server that needs the user's
+        input first answers with McpInputRequired; the call is then made again with the `answers` (by question
+        key) and its `request_state`."""
         ...
 
     async def read_resource(self, target: McpTarget, uri: str) -> Sequence[McpResourceContent]: ...

@@ -7,6 +7,7 @@ from typing import Protocol
 
 from application.errors import LeaseLost, ModelError, StorageUnavailable
 from application.ports.execution import HANDED_BACK, INTERRUPTED
+from application.ports.llm import ModelToolCall
 from application.ports.tracing import Level, RunTrace, Tracer
 from application.runs.model_call import ModelCall
 from application.runs.recorder import Began, RunRecorder
@@ -14,6 +15,7 @@ from application.runs.step import RunState, StepOutcome
 from application.runs.tools.assembly import ToolAssembler
 from application.runs.tools.calls import ToolCalls
 from domain.ids import OrgId, RunId
+from domain.messages import MessageRole, ToolUseContent
 from domain.runs import Run, RunErrorCode, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -102,9 +104,18 @@ class ExecuteRun:
         for warning in state.tools.warnings:
             state.run.warn(warning)
         outcome = StepOutcome.CONTINUE
+        if state.run.answered_questions:
+            outcome = await self._carry_on(state)
         while outcome is StepOutcome.CONTINUE:
             outcome = await self._step(state)
         return outcome
+
+    async def _carry_on(self, state: RunState) -> StepOutcome:
+        """The tool calls whose servers asked the user questions, made again with the answers (before the model
+        is called: it reads their results)."""
+        asked = {q.tool_call_id for q in state.run.answered_questions}
+        calls = [call for call in _latest_tool_calls(state) if call.id in asked]
+        return await self._recorder.record_tool_results(state, calls, await self._tools(state, calls))
 
     async def _step(self, state: RunState) -> StepOutcome:
         """One model call, and the tool calls it asks for."""
@@ -151,6 +162,18 @@ class ExecuteRun:
             _left_for_recovery(state, error)
         except Exception:
             logger.exception("could not record a run's failure", extra={"run_id": str(state.run.id)})
+
+
+def _latest_tool_calls(state: RunState) -> list[ModelToolCall]:
+    """The tool calls of the model's latest answer in the thread."""
+    for message in reversed(state.history):
+        if message.role is MessageRole.ASSISTANT:
+            return [
+                ModelToolCall(id=part.id, name=part.name, arguments=dict(part.params))
+                for part in message.content
+                if isinstance(part, ToolUseContent)
+            ]
+    return []
 
 
 def _left_for_recovery(state: RunState, error: StorageUnavailable) -> None:

@@ -103,7 +103,8 @@ class RunRecorder:
                 history = await uow.messages.list(org_id, run.thread_id, limit=HISTORY_LIMIT, after_position=None)
                 if agent.model_settings.summarize_history:
                     summary = await uow.thread_summaries.get(org_id, run.thread_id)
-            if payload is None and _calls_in_flight(history):
+            carrying_on = bool(run.answered_questions)
+            if payload is None and (run.answers_may_have_been_used if carrying_on else _calls_in_flight(history)):
                 # Whoever executed it stopped during its tool calls: they may have had effects, so not again.
                 run.fail(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
                 payload = run_ended(run)
@@ -182,30 +183,36 @@ class RunRecorder:
     async def record_tool_results(
         self, state: RunState, calls: Sequence[ModelToolCall], results: StepResults
     ) -> StepOutcome:
-        """Store the step's tool results in call order; the run goes on, or waits for the client's tools."""
+        """Store the step's tool results in call order; the run goes on, or waits for the client's tools or the
+        user's answers to the questions of the calls' servers. The answered questions of calls carried on with
+        them are done."""
         run = state.run
         pairs = list(zip(calls, results.outcomes, strict=True))
         content = tuple(
             ToolResultContent(tool_use_id=c.id, tool_name=c.name, result=o.text, is_error=o.is_error)
             for c, o in pairs
-            if o.pending is None
+            if not o.waits
         )
         pending = tuple(o.pending for _, o in pairs if o.pending is not None)
+        questions = tuple(q for _, o in pairs for q in o.questions)
         async with self._uow as uow:
             now = self._clock.now()
+            if run.answered_questions:
+                run.carried_on({c.id for c in calls}, now)
             run.settle_tool_calls({r.tool_use_id for r in content if r.is_error}, now)
-            if pending:
-                run.require_action(pending, now)
+            waits = bool(pending or questions)
+            if waits:
+                run.require_action(pending, now, questions)
             await uow.runs.save(run)  # first: refused if the run was taken over, before anything else is written
             for event in results.completed:
                 await uow.run_events.add(event, run.org_id)
             message = await self._append(uow, run, MessageRole.TOOL, content) if content else None
-            recorded = [await state.events.record(uow, RunRequiresAction.of(run))] if pending else []
+            recorded = [await state.events.record(uow, RunRequiresAction.of(run))] if waits else []
             await uow.commit()
         if message is not None:
             state.history.append(message)
         await state.events.publish(*recorded)
-        return StepOutcome.WAIT_FOR_CLIENT if pending else StepOutcome.CONTINUE
+        return StepOutcome.WAIT_FOR_CLIENT if waits else StepOutcome.CONTINUE
 
     async def fail(self, state: RunState, code: str, message: str) -> StepOutcome:
         await self._end(state, lambda run, now: run.fail(code, message, now))

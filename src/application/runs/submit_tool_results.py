@@ -12,7 +12,7 @@ from application.runs.events import RunEventStream
 from domain.ids import MessageId, RunId
 from domain.messages import MessageRole, ToolResultContent
 from domain.run_events import RunEventPayload, RunInProgress, ToolCallCompleted
-from domain.runs import Run
+from domain.runs import Run, RunStatus
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,7 +30,8 @@ class SubmitToolResultsCommand:
 
 
 class SubmitToolResults:
-    """The client's results for the calls a run waits for: all of them at once. The run then goes on."""
+    """The client's results for the calls a run waits for: all of them at once. The run then goes on, unless
+    it waits for the user's answers to questions too."""
 
     def __init__(
         self, uow: UnitOfWork, clock: Clock, ids: IdGenerator, bus: RunEventBus, executor: RunExecutor
@@ -64,9 +65,13 @@ class SubmitToolResults:
                 ToolCallCompleted(tool_call_id=r.tool_use_id, name=name, is_error=r.is_error, result=r.result)
                 for r, name in results
             ]
-            recorded = [await events.record(uow, p) for p in [*payloads, RunInProgress.of(run)]]
+            going_on = run.status is RunStatus.IN_PROGRESS
+            if going_on:
+                payloads.append(RunInProgress.of(run))
+            recorded = [await events.record(uow, p) for p in payloads]
             await uow.runs.save(run)
             await uow.commit()
         await events.publish(*recorded)
-        await self._executor.submit(org_id, run.id)
+        if going_on:
+            await self._executor.submit(org_id, run.id)
         return run

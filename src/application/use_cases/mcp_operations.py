@@ -7,12 +7,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from application.errors import InvalidReference, McpError, McpIntegrationDisabled, McpPromptNotFound, McpToolNotFound
+from application.errors import (
+    InvalidReference,
+    McpError,
+    McpInputNeeded,
+    McpIntegrationDisabled,
+    McpPromptNotFound,
+    McpToolNotFound,
+)
 from application.loaded_integrations import LoadedIntegrations
 from application.mcp_access import load_enabled_integration, load_integration, target_of
 from application.ports.mcp import (
+    McpAnswer,
     McpContentPart,
     McpGateway,
+    McpInputRequired,
     McpResourceContent,
     McpResourceInfo,
     McpTarget,
@@ -39,6 +48,12 @@ class ExecuteMcpToolCommand:
     arguments: Mapping[str, Any] = field(default_factory=dict)
     on_progress: ToolProgress | None = None
     """Hears the server's progress notifications for the call"""
+    may_ask: bool = False
+    """Whether the server may ask the user questions first (in a run, which waits for the answers); else a
+    question is McpInputNeeded."""
+    answers: Mapping[str, McpAnswer] | None = None
+    request_state: str | None = None
+    """The user's answers to the server's questions, by key, and the state the server sent with them"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +63,9 @@ class McpToolOutcome:
     parts: Sequence[McpContentPart]
     structured: Mapping[str, Any] | None
     is_error: bool
+    input_required: McpInputRequired | None = None
+    """The server's questions for the user, when it asked instead of answering (the call is to be made again
+    with the answers)."""
 
 
 def text_for_model(result: McpToolResult) -> str:
@@ -94,7 +112,22 @@ class ExecuteMcpTool:
         tools = await self._gateway.list_tools(target)
         if not any(t.name == command.tool_name for t in tools) or not integration.tool_filter.allows(command.tool_name):
             raise McpToolNotFound(f"integration {integration.slug!r} has no tool {command.tool_name!r}")
-        result = await self._gateway.call_tool(target, command.tool_name, command.arguments, command.on_progress)
+        result = await self._gateway.call_tool(
+            target,
+            command.tool_name,
+            command.arguments,
+            command.on_progress,
+            answers=command.answers,
+            request_state=command.request_state,
+        )
+        if isinstance(result, McpInputRequired):
+            if not command.may_ask:
+                asked = "; ".join(q.message for q in result.questions)
+                raise McpInputNeeded(
+                    f"tool {command.tool_name!r} asks for the user's input ({asked}): call it in a run, which "
+                    "waits for the answers"
+                )
+            return McpToolOutcome(text="", parts=(), structured=None, is_error=False, input_required=result)
         return McpToolOutcome(
             text=text_for_model(result),
             parts=result.parts,

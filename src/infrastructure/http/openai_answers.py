@@ -84,6 +84,12 @@ class Outcome:
                 raise RunNotCompleted(f"the run failed: {error.message}", error.code)
             case RunCancelled():
                 raise RunNotCompleted("the run was cancelled", "cancelled")
+            case RunRequiresAction(required_action=(), questions=questions) if questions:
+                raise RunNotCompleted(
+                    "the run waits for the user's answers to questions of its tools' servers, which this API cannot "
+                    f"carry: answer them with POST /v1/runs/{run.id}/answers",
+                    "requires_answers",
+                )
             case None:
                 raise RunNotCompleted(STOPPED.format(run_id=run.id), "server_stopping")
 
@@ -176,8 +182,9 @@ async def chat_chunks(
             yield chunk({"content": outcome.add(payload)})
         elif isinstance(payload, RunRequiresAction):
             outcome.ended = payload
-            yield chunk({"tool_calls": _chat_tool_calls(payload.required_action, indexed=True)})
-            yield chunk({}, "tool_calls")
+            if payload.required_action:
+                yield chunk({"tool_calls": _chat_tool_calls(payload.required_action, indexed=True)})
+                yield chunk({}, "tool_calls")
         elif isinstance(payload, RunCompleted):
             outcome.ended = payload
             if not outcome.streamed and payload.answer:  # a replay: the deltas are gone, the answer is kept
@@ -286,6 +293,12 @@ def _ending(outcome: Outcome, run: Run) -> tuple[str, dict[str, str] | None]:
             return "failed", {"code": error.code, "message": error.message}
         case RunCancelled():
             return "cancelled", None
+        case RunRequiresAction(required_action=(), questions=questions) if questions:
+            message = (
+                "the run waits for the user's answers to questions of its tools' servers, which this API cannot "
+                f"carry: answer them with POST /v1/runs/{run.id}/answers"
+            )
+            return "incomplete", {"code": "requires_answers", "message": message}
         case None:
             return "failed", {"code": "server_stopping", "message": STOPPED.format(run_id=run.id)}
     return "completed", None

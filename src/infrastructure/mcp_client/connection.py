@@ -146,6 +146,17 @@ class _Transport:
         return await self._stack.__aexit__(exc_type, exc, tb)
 
 
+async def _asked_during_a_call(context: Any, params: types.ElicitRequestParams) -> types.ErrorData:
+    """Form elicitation is declared, so that 2026-07-28 servers may ask the user (InputRequiredResult: the run
+    waits for the answers, and the call is made again with them). A handshake-era server asks during the call
+    instead (`elicitation/create`), which a run cannot wait for: it is refused, and the tool's server says what
+    that means for the call."""
+    return types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message="Threadline asks the user only through InputRequiredResult (protocol 2026-07-28), not during a call",
+    )
+
+
 class McpConnection:
     def __init__(
         self,
@@ -211,6 +222,7 @@ class McpConnection:
                 cache=None,
                 read_timeout_seconds=self.target.timeout_seconds,
                 message_handler=self._on_message,
+                elicitation_callback=_asked_during_a_call,
                 client_info=CLIENT_INFO,
             ) as client:
                 self._client = client

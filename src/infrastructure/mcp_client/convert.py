@@ -6,10 +6,13 @@ from typing import Any
 
 import mcp_types as types
 
+from application.errors import McpCapabilityMissing
 from application.ports.mcp import (
     McpContentPart,
+    McpInputRequired,
     McpPromptArgument,
     McpPromptInfo,
+    McpQuestion,
     McpResourceContent,
     McpResourceInfo,
     McpResourceTemplateInfo,
@@ -115,3 +118,24 @@ def prompt_result(result: types.GetPromptResult) -> PromptResult:
         for m in result.messages
     )
     return PromptResult(description=result.description, messages=messages)
+
+
+def input_required(result: types.InputRequiredResult) -> McpInputRequired:
+    """The server's questions for the user. It may only ask what this client declared: form elicitation (it does
+    not sample, list roots or send the user to a URL)."""
+    questions = []
+    for key, request in (result.input_requests or {}).items():
+        params = getattr(request, "params", None)
+        if not isinstance(request, types.ElicitRequest) or not isinstance(params, types.ElicitRequestFormParams):
+            asked = "URL elicitation" if isinstance(request, types.ElicitRequest) else request.method
+            raise McpCapabilityMissing(
+                f"the MCP server asked for {asked}, which Threadline does not offer (only form elicitation)"
+            )
+        questions.append(
+            McpQuestion(
+                key=str(key),
+                message=params.message,
+                requested_schema=dict(params.requested_schema),
+            )
+        )
+    return McpInputRequired(questions=tuple(questions), request_state=result.request_state)

@@ -1,13 +1,17 @@
 """The MCP gateway: pooled sessions, cached catalogs, typed errors."""
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+import mcp_types as types
 from mcp import Client, StdioServerParameters
 
-from application.errors import InvalidReference, McpConnectionFailed, McpError
+from application.errors import InvalidReference, McpConnectionFailed, McpError, McpProtocolError
 from application.ports.mcp import (
+    McpAnswer,
+    McpInputRequired,
     McpPromptInfo,
     McpResourceContent,
     McpResourceInfo,
@@ -36,6 +40,8 @@ T = TypeVar("T")
 MAX_PAGES = 100
 # Server caching hints are honoured up to this long.
 MAX_HINTED_TTL = 3_600.0
+STATE_ONLY_ROUNDS = 6
+"""How many times a tool call is made again when the server answers it with state only (no question)."""
 
 
 async def _all_pages(fetch: Callable[[str | None], Awaitable[Any]], items: str) -> tuple[list[Any], float | None]:
@@ -182,8 +188,15 @@ class SdkMcpGateway:
         return await self._catalog(target, "prompts", fetch)
 
     async def call_tool(
-        self, target: McpTarget, name: str, arguments: Mapping[str, Any], on_progress: ToolProgress | None = None
-    ) -> McpToolResult:
+        self,
+        target: McpTarget,
+        name: str,
+        arguments: Mapping[str, Any],
+        on_progress: ToolProgress | None = None,
+        *,
+        answers: Mapping[str, McpAnswer] | None = None,
+        request_state: str | None = None,
+    ) -> McpToolResult | McpInputRequired:
         async def progressed(progress: float, total: float | None, message: str | None) -> None:
             if on_progress is None:
                 return
@@ -192,14 +205,33 @@ class SdkMcpGateway:
             except Exception:  # telling followers must never fail the call
                 logger.debug("a tool call's progress could not be told", exc_info=True)
 
-        async def call(client: Client) -> McpToolResult:
-            result = await client.call_tool(
-                name,
-                dict(arguments),
-                read_timeout_seconds=target.timeout_seconds,
-                progress_callback=progressed if on_progress is not None else None,
-            )
-            return convert.tool_result(result)
+        async def call(client: Client) -> McpToolResult | McpInputRequired:
+            responses: types.InputResponses | None = None
+            if answers:
+                responses = {
+                    key: types.ElicitResult(action=answer.action, content=answer.content)
+                    for key, answer in answers.items()
+                }
+            state = request_state
+            for again in range(STATE_ONLY_ROUNDS):
+                result = await client.session.call_tool(
+                    name,
+                    dict(arguments),
+                    read_timeout_seconds=target.timeout_seconds,
+                    progress_callback=progressed if on_progress is not None else None,
+                    input_responses=responses,
+                    request_state=state,
+                    allow_input_required=True,
+                )
+                if not isinstance(result, types.InputRequiredResult):
+                    return convert.tool_result(result)
+                needed = convert.input_required(result)
+                if needed.questions:
+                    return needed
+                # Only state: the server asks to be called again with it, shortly.
+                responses, state = None, result.request_state
+                await asyncio.sleep(0.05 * 2**again)
+            raise McpProtocolError(f"the MCP server kept asking to be called again for tool {name!r}")
 
         return await self._run(target, call, doing=f"calling tool {name!r}", idempotent=False)
 

@@ -247,6 +247,7 @@ runs = Table(
     Column("status", String(32), nullable=False),
     Column("client_tools", Json, nullable=False),
     Column("required_action", Json, nullable=False),
+    Column("awaiting_input", Json, nullable=False, server_default="[]"),
     Column("steps", Json, nullable=False),
     Column("input_tokens", BigInteger, nullable=False),
     Column("output_tokens", BigInteger, nullable=False),

@@ -12,6 +12,8 @@ from uuid import UUID
 from application.errors import ModelError, ToolFailure, UrlNotAllowed
 from application.ports.llm import ModelRequest, ModelResponse, ModelToolCall, TextListener
 from application.ports.mcp import (
+    McpAnswer,
+    McpInputRequired,
     McpPromptInfo,
     McpResourceContent,
     McpResourceInfo,
@@ -358,8 +360,15 @@ class FakeGateway:
         return self.prompts
 
     async def call_tool(
-        self, target: McpTarget, name: str, arguments: Mapping[str, Any], on_progress: ToolProgress | None = None
-    ) -> McpToolResult:
+        self,
+        target: McpTarget,
+        name: str,
+        arguments: Mapping[str, Any],
+        on_progress: ToolProgress | None = None,
+        *,
+        answers: Mapping[str, McpAnswer] | None = None,
+        request_state: str | None = None,
+    ) -> McpToolResult | McpInputRequired:
         self._use(target, "call_tool")
         self.tool_calls.append((name, dict(arguments)))
         assert self.result is not None

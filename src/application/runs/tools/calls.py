@@ -41,8 +41,9 @@ class ToolCalls:
                 payload = ToolCallProgress(tool_call_id=call.id, progress=value, total=total, message=message)
                 await state.events.publish(state.events.make(payload))
 
-            outcome = await self._call(call, state, replace(context, progress=progress))
-            if outcome.pending is None:
+            answered = tuple(q for q in state.run.answered_questions if q.tool_call_id == call.id)
+            outcome = await self._call(call, state, replace(context, progress=progress, answered=answered))
+            if not outcome.waits:
                 payload = ToolCallCompleted(
                     tool_call_id=call.id, name=call.name, is_error=outcome.is_error, result=outcome.text
                 )
@@ -76,6 +77,8 @@ class ToolCalls:
         if handler is None:
             return ToolOutcome(text=f"Tool '{call.name}' cannot be used on this server", is_error=True)
         outcome = await handler(call, tool, context)
+        if outcome.questions:
+            return outcome
         limit = self._limits.result_max_chars
         return ToolOutcome(text=truncate(outcome.text, limit), is_error=outcome.is_error, data=outcome.data)
 

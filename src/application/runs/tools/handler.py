@@ -7,6 +7,7 @@ from application.ports.llm import ModelToolCall
 from application.ports.mcp import ToolProgress
 from application.ports.tracing import RunTrace
 from domain.agents import Agent
+from domain.elicitation import Elicitation
 from domain.ids import OrgId, RunId, ThreadId
 from domain.runs import PendingToolCall
 from domain.tools import Tool
@@ -24,6 +25,8 @@ class ToolContext:
     depth: int = 0
     progress: ToolProgress | None = None
     """Tells the run's followers how far this tool call is (set per call)."""
+    answered: tuple[Elicitation, ...] = ()
+    """The questions the call's server asked, with the user's answers: the call is carried on with them."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +36,13 @@ class ToolOutcome:
     pending: PendingToolCall | None = None
     """Set when the call is carried out by the API client: the run pauses for its result."""
     data: dict[str, Any] = field(default_factory=dict)
+    questions: tuple[Elicitation, ...] = ()
+    """Set when the tool's server asks the user first: the run pauses for the answers."""
+
+    @property
+    def waits(self) -> bool:
+        """Whether the run waits for the client before this call has a result."""
+        return self.pending is not None or bool(self.questions)
 
 
 class ToolHandler(Protocol):

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from application.errors import ApplicationError, McpIntegrationNotFound
 from application.ports.llm import ModelToolCall
+from application.ports.mcp import McpAnswer
 from application.ports.tracing import Level, TraceSpan
 from application.runs.tools.handler import ToolContext, ToolOutcome
 from application.use_cases.mcp_operations import (
@@ -19,6 +20,7 @@ from application.use_cases.mcp_operations import (
     RetrieveMcpResource,
     RetrieveMcpResourceCommand,
 )
+from domain.elicitation import Elicitation
 from domain.ids import IntegrationId
 from domain.mcp_prompts import PromptResult
 from domain.sources import CreatedBy
@@ -149,17 +151,20 @@ class McpResourceRetrieval:
 
 
 class McpToolCall:
+    """An integrated MCP tool. Its server may ask the user questions first (elicitation): the call then ends
+    with the questions, the run waits for the answers, and the call is carried on with them."""
+
     def __init__(self, execute: ExecuteMcpTool) -> None:
         self._execute = execute
 
     async def __call__(self, call: ModelToolCall, tool: Tool, context: ToolContext) -> ToolOutcome:
         integration_id = str(tool.metadata["integration_id"])
         remote = str(tool.metadata["tool_name"])
-        span = context.trace.span(
-            "mcp_tool_call",
-            input=dict(call.arguments),
-            metadata={"integrationId": integration_id, "toolName": remote, "operationType": "tool_call"},
-        )
+        answered = context.answered
+        metadata: dict[str, Any] = {"integrationId": integration_id, "toolName": remote, "operationType": "tool_call"}
+        if answered:
+            metadata["answers"] = {q.key: q.answer.action.value for q in answered if q.answer is not None}
+        span = context.trace.span("mcp_tool_call", input=dict(call.arguments), metadata=metadata)
         try:
             outcome = await self._execute.execute(
                 ExecuteMcpToolCommand(
@@ -168,6 +173,14 @@ class McpToolCall:
                     tool_name=remote,
                     arguments=dict(call.arguments),
                     on_progress=context.progress,
+                    may_ask=True,
+                    answers={
+                        q.key: McpAnswer(action=q.answer.action.value, content=q.answer.content)
+                        for q in answered
+                        if q.answer is not None
+                    }
+                    or None,
+                    request_state=answered[0].request_state if answered else None,
                 )
             )
         except Exception as error:
@@ -178,6 +191,24 @@ class McpToolCall:
             )
             span.end(output="Tool call failed", level=Level.ERROR, status_message=message)
             return ToolOutcome(text=f"Tool call failed: {message}", is_error=True)
+        if outcome.input_required is not None:
+            questions = tuple(
+                Elicitation.asked(
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    key=q.key,
+                    message=q.message,
+                    requested_schema=q.requested_schema,
+                    request_state=outcome.input_required.request_state,
+                )
+                for q in outcome.input_required.questions
+            )
+            span.end(
+                output="waiting for the user's answers",
+                status_message="the MCP server asks the user first",
+                metadata={"questions": [{"key": q.key, "message": q.message} for q in questions]},
+            )
+            return ToolOutcome(text="", questions=questions)
         span.end(
             output=outcome.text,
             level=Level.ERROR if outcome.is_error else Level.DEFAULT,

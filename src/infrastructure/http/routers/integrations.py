@@ -8,6 +8,7 @@ from application.errors import (
     Conflict,
     InvalidReference,
     McpCapabilityMissing,
+    McpInputNeeded,
     McpIntegrationDisabled,
     McpIntegrationNotFound,
     McpInvalidArguments,
@@ -266,6 +267,7 @@ async def list_prompts(
         UrlNotAllowed,
         InvalidValue,
         McpInvalidArguments,
+        McpInputNeeded,
         *MCP_SERVER,
     ),
 )

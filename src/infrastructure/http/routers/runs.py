@@ -13,6 +13,7 @@ from application.caller import Caller
 from application.errors import Conflict, IdempotencyKeyReused, InvalidReference, RunNotFound, ThreadBusy, ThreadNotFound
 from application.pagination import POSITION_MAX, PageRequest
 from application.ports.tracing import Tracer
+from application.runs.answer_questions import AnswerQuestions
 from application.runs.cancel_run import CancelRun
 from application.runs.create_run import CreateRun
 from application.runs.follow_run import FollowRun, RunFollower
@@ -25,7 +26,7 @@ from infrastructure.container import Container
 from infrastructure.http.auth import CallerDep
 from infrastructure.http.openapi import ApiRoute, errors
 from infrastructure.http.schemas.common import PageOut, page_request
-from infrastructure.http.schemas.runs import RunCreate, RunOut, ToolResultsIn, sse_frame
+from infrastructure.http.schemas.runs import AnswersIn, RunCreate, RunOut, ToolResultsIn, sse_frame
 
 router = APIRouter(prefix="/v1", tags=["runs"], route_class=ApiRoute)
 HEARTBEAT_SECONDS = 15.0
@@ -216,6 +217,28 @@ async def submit_tool_results(
     caller: CallerDep,
     tracer: TracerDep,
     use_case: Annotated[SubmitToolResults, Depends(Provide[Container.submit_tool_results])],
+    follow: Annotated[FollowRun, Depends(Provide[Container.follow_run])],
+    stopping: StoppingDep,
+) -> RunOut | StreamingResponse:
+    run = await use_case.execute(body.to_command(caller, run_id))
+    if body.stream:
+        return await _event_stream(follow, caller, run.id, stopping)
+    return RunOut.model_validate(run, context=tracer)
+
+
+@router.post(
+    "/runs/{run_id}/answers",
+    response_model=RunOut,
+    responses={200: SSE, **errors(RunNotFound, RunNotWaiting, InvalidValue, Conflict)},
+    summary="The user's answers to the questions the run waits for (elicitation); its tool calls go on with them",
+)
+@inject
+async def answer_questions(
+    run_id: UUID,
+    body: AnswersIn,
+    caller: CallerDep,
+    tracer: TracerDep,
+    use_case: Annotated[AnswerQuestions, Depends(Provide[Container.answer_questions])],
     follow: Annotated[FollowRun, Depends(Provide[Container.follow_run])],
     stopping: StoppingDep,
 ) -> RunOut | StreamingResponse:

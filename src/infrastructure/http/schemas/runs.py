@@ -10,18 +10,19 @@ from pydantic import (
     StrictBool,
     StringConstraints,
     ValidationInfo,
-    field_validator,
     model_validator,
 )
 
 from application.caller import Caller
+from application.runs.answer_questions import AnswerQuestionsCommand, QuestionAnswer
 from application.runs.create_run import INPUT_MAX, CreateRunCommand
 from application.runs.submit_tool_results import SubmitToolResultsCommand, ToolResultInput
+from domain.elicitation import ElicitationAction
 from domain.ids import AgentId, RunId, ThreadId
 from domain.run_events import RunEvent
-from domain.runs import IDEMPOTENCY_KEY_MAX, ClientTool, PendingToolCall, RunStatus
+from domain.runs import IDEMPOTENCY_KEY_MAX, ClientTool, Run, RunStatus
 from infrastructure.http.schemas.common import RequestModel, ResponseModel
-from infrastructure.run_event_json import event_data
+from infrastructure.run_event_json import elicitation_json, event_data
 
 ToolName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")]
 
@@ -96,6 +97,43 @@ class ToolResultsIn(RequestModel):
             results=tuple(
                 ToolResultInput(tool_use_id=r.tool_use_id, result=r.result, is_error=r.is_error)
                 for r in self.tool_results
+            ),
+        )
+
+
+class AnswerIn(RequestModel):
+    """The user's answer to one question."""
+
+    elicitation_id: Annotated[str, StringConstraints(min_length=1, max_length=400, strict=True)]
+    """The question's `id`"""
+    action: ElicitationAction
+    """`accept` (with `content`), `decline` (the user refuses) or `cancel` (the user dismissed the question)"""
+    content: dict[str, Any] | None = None
+    """The values, by property of the question's `requested_schema`: with `accept` only"""
+
+
+class AnswersIn(RequestModel):
+    """Answers to the questions a run waits for: all of them at once."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"answers": [{"elicitation_id": "call_1:confirm", "action": "accept", "content": {"guests": 4}}]}
+            ]
+        }
+    )
+
+    answers: list[AnswerIn] = Field(min_length=1, max_length=64)
+    """One answer per question"""
+    stream: StrictBool = False
+    """Answer with a Server-Sent Events stream of the run's further events"""
+
+    def to_command(self, caller: Caller, run_id: UUID) -> AnswerQuestionsCommand:
+        return AnswerQuestionsCommand(
+            caller=caller,
+            run_id=RunId(run_id),
+            answers=tuple(
+                QuestionAnswer(question_id=a.elicitation_id, action=a.action, content=a.content) for a in self.answers
             ),
         )
 
@@ -193,13 +231,46 @@ class PendingCallOut(ResponseModel):
     """The arguments the model sent"""
 
 
+class ElicitationOut(ResponseModel):
+    """A question the server of one of the run's MCP tool calls asks the user (elicitation)."""
+
+    id: str
+    """Answer it with this id (`POST /v1/runs/{run_id}/answers`)"""
+    type: str = "elicitation"
+    """Always `elicitation`"""
+    tool_call_id: str
+    """The tool call that asks (as run events name it)"""
+    tool_name: str
+    """The tool, as the model named it"""
+    message: str
+    """The question, as the server put it"""
+    requested_schema: dict[str, Any] = Field(
+        description="The form of the answer: a JSON Schema object of flat properties (strings, numbers, booleans, "
+        "enums, lists of enum strings)"
+    )
+
+
 class RequiredActionOut(ResponseModel):
-    """What the run waits for from the client."""
+    """What the run waits for from the client: its client tool calls' results, the user's answers, or both."""
 
     type: str = "submit_tool_results"
-    """Always `submit_tool_results`"""
+    """`submit_tool_results` when client tool calls wait (maybe questions too), `elicitation` when only
+    questions do"""
     tool_calls: list[PendingCallOut]
-    """The calls to answer"""
+    """The calls to send results for (`POST /v1/runs/{run_id}/tool-results`)"""
+    elicitations: list[ElicitationOut] = Field(default_factory=list)
+    """The questions to answer (`POST /v1/runs/{run_id}/answers`)"""
+
+
+def _required_action(run: Run) -> dict[str, Any] | None:
+    questions = [elicitation_json(q) for q in run.awaiting_input if q.answer is None]
+    if not run.required_action and not questions:
+        return None
+    return {
+        "type": "submit_tool_results" if run.required_action else "elicitation",
+        "tool_calls": run.required_action,
+        "elicitations": questions,
+    }
 
 
 class RunErrorOut(ResponseModel):
@@ -234,7 +305,10 @@ class RunOut(ResponseModel):
     """The run that handed work to this one (sub-agents)"""
     status: RunStatus
     """Where it is: queued, in_progress, requires_action, completed, failed, cancelled, expired"""
-    required_action: RequiredActionOut | None = Field(description="The client tool calls the run waits for")
+    required_action: RequiredActionOut | None = Field(
+        description="What the run waits for: client tool calls' results, answers to questions; null unless "
+        "requires_action"
+    )
     steps: list[StepOut]
     """Its model calls, in order"""
     usage: UsageOut
@@ -274,12 +348,13 @@ class RunOut(ResponseModel):
             self.trace_url = tracer.trace_url(self.trace_id)
         return self
 
-    @field_validator("required_action", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _pending_calls(cls, pending: tuple[PendingToolCall, ...] | dict[str, Any] | None) -> object:
-        if isinstance(pending, tuple):
-            return {"tool_calls": pending} if pending else None
-        return pending
+    def _from_run(cls, data: Any) -> Any:
+        if isinstance(data, Run):
+            values = {name: getattr(data, name) for name in cls.model_fields if hasattr(data, name)}
+            return values | {"required_action": _required_action(data)}
+        return data
 
 
 def sse_frame(event: RunEvent) -> str:

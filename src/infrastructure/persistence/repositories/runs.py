@@ -8,6 +8,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from application.errors import LeaseLost
+from domain.elicitation import Elicitation, ElicitationAction, ElicitationAnswer
 from domain.ids import AgentId, OrgId, RunId, ThreadId
 from domain.run_events import RunEvent, RunEventType
 from domain.runs import (
@@ -66,6 +67,44 @@ def _step_from_json(data: dict[str, Any]) -> RunStep:
     )
 
 
+def _question_to_json(question: Elicitation) -> dict[str, Any]:
+    answer = question.answer
+    return {
+        "id": question.id,
+        "tool_call_id": question.tool_call_id,
+        "tool_name": question.tool_name,
+        "key": question.key,
+        "message": question.message,
+        "requested_schema": dict(question.requested_schema),
+        "request_state": question.request_state,
+        "answer": None
+        if answer is None
+        else {
+            "action": answer.action.value,
+            "content": dict(answer.content) if answer.content is not None else None,
+            "lease": answer.lease,
+        },
+    }
+
+
+def _question_from_json(data: dict[str, Any]) -> Elicitation:
+    answer = data.get("answer")
+    return Elicitation(
+        id=data["id"],
+        tool_call_id=data["tool_call_id"],
+        tool_name=data["tool_name"],
+        key=data["key"],
+        message=data["message"],
+        requested_schema=data["requested_schema"],
+        request_state=data.get("request_state"),
+        answer=None
+        if answer is None
+        else ElicitationAnswer(
+            action=ElicitationAction(answer["action"]), content=answer.get("content"), lease=answer["lease"]
+        ),
+    )
+
+
 def _to_entity(row: Any) -> Run:
     steps = tuple(_step_from_json(s) for s in row.steps)
     return Run(
@@ -77,6 +116,7 @@ def _to_entity(row: Any) -> Run:
         status=RunStatus(row.status),
         client_tools=tuple(ClientTool(**t) for t in row.client_tools),
         required_action=tuple(PendingToolCall(**c) for c in row.required_action),
+        awaiting_input=tuple(_question_from_json(q) for q in row.awaiting_input),
         steps=steps,
         usage=Usage(
             input_tokens=row.input_tokens,
@@ -109,6 +149,7 @@ def _values(run: Run) -> dict[str, Any]:
         "required_action": [
             {"id": c.id, "name": c.name, "arguments": dict(c.arguments), "type": c.type} for c in run.required_action
         ],
+        "awaiting_input": [_question_to_json(q) for q in run.awaiting_input],
         "steps": [_step_to_json(s) for s in run.steps],
         "input_tokens": run.usage.input_tokens,
         "output_tokens": run.usage.output_tokens,

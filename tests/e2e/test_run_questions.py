@@ -1,0 +1,235 @@
+"""Elicitation inside runs: an integrated MCP server (2026-07-28, built with the `mcp` SDK) answers a tool call
+with questions for the user; the run waits (`requires_action`), the user's answers are checked against the
+question's form, and the call is made again with them, from the stored state, even by a server process
+started after the one that asked."""
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Tenant
+from tests.databases import fresh_database, off_the_loop
+from tests.e2e.runs import agent_and_thread, messages, settle, sse_events, start
+from tests.fakes.mcp_server import PARTY, FakeMcpServer
+from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
+from tests.servers import organization_headers, threadline, threadline_serve
+
+pytestmark = pytest.mark.executors
+
+
+@pytest.fixture(scope="module")
+async def asking_server() -> AsyncIterator[FakeMcpServer]:
+    async with FakeMcpServer(asks=True) as server:
+        yield server
+
+
+async def _asking_thread(
+    client: httpx.AsyncClient, tenant: Tenant, server: FakeMcpServer
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    integration = await client.post(
+        "/v1/mcp-integrations", json={"name": "Tables", "url": server.url}, headers=tenant.admin
+    )
+    assert integration.status_code == 201, integration.text
+    return await agent_and_thread(client, tenant, mcp_integration_ids=[integration.json()["id"]])
+
+
+async def test_a_tool_whose_server_asks_waits_for_the_users_answer_then_goes_on_with_it(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, asking_server: FakeMcpServer
+) -> None:
+    _, thread = await _asking_thread(client, tenant, asking_server)
+    openai.reply_tool_calls(FakeToolCall("tables__reserve", {"restaurant": "Chez Ada"}, id="call_res"))
+    openai.reply_text("Your table is booked.")
+
+    streamed = await client.post(
+        f"/v1/threads/{thread['id']}/runs", json={"input": "Book Chez Ada", "stream": True}, headers=tenant.admin
+    )
+
+    events = sse_events(streamed.text)
+    assert events[-1]["type"] == "run.requires_action"
+    question = {
+        "id": "call_res:party",
+        "type": "elicitation",
+        "tool_call_id": "call_res",
+        "tool_name": "tables__reserve",
+        "message": "How many guests at Chez Ada?",
+        "requested_schema": PARTY,
+    }
+    assert events[-1]["data"]["elicitations"] == [question]
+    assert "tool_call.completed" not in [e["type"] for e in events]
+    run = (await client.get(f"/v1/runs/{events[-1]['run_id']}", headers=tenant.admin)).json()
+    assert run["status"] == "requires_action"
+    assert run["required_action"] == {"type": "elicitation", "tool_calls": [], "elicitations": [question]}
+    assert run["steps"][0]["tool_calls"][0]["pending"] is True
+    assert len(openai.requests) == 1  # the model is not called before the answer
+
+    answers = f"/v1/runs/{run['id']}/answers"
+    wrong = await client.post(
+        answers,
+        json={"answers": [{"elicitation_id": "call_res:party", "action": "accept", "content": {"guests": "four"}}]},
+        headers=tenant.admin,
+    )
+    assert wrong.status_code == 422
+    assert wrong.json()["detail"] == "elicitation call_res:party: name is required; guests must be an integer"
+    unknown = await client.post(
+        answers, json={"answers": [{"elicitation_id": "call_res:other", "action": "decline"}]}, headers=tenant.admin
+    )
+    assert unknown.status_code == 409
+    assert "the run did not ask these questions: call_res:other" in unknown.json()["detail"]
+    results = await client.post(
+        f"/v1/runs/{run['id']}/tool-results",
+        json={"tool_results": [{"tool_use_id": "call_res", "result": "4"}]},
+        headers=tenant.admin,
+    )
+    assert results.status_code == 409
+    assert results.json()["detail"] == "the run waits for answers to its questions, not for tool results"
+    assert (await client.get(f"/v1/runs/{run['id']}", headers=tenant.admin)).json()["status"] == "requires_action"
+
+    answered = await client.post(
+        answers,
+        json={
+            "answers": [
+                {"elicitation_id": "call_res:party", "action": "accept", "content": {"guests": 4, "name": "Ada"}}
+            ],
+            "stream": True,
+        },
+        headers=tenant.admin,
+    )
+
+    assert answered.status_code == 200
+    after = sse_events(answered.text)
+    assert after[-1]["type"] == "run.completed"
+    completed = next(e["data"] for e in after if e["type"] == "tool_call.completed")
+    assert completed["result"] == "Table for 4 at Chez Ada, name Ada"
+    assert asking_server.answers[-1] == {"party": {"action": "accept", "content": {"guests": 4, "name": "Ada"}}}
+    final = (await client.get(f"/v1/runs/{run['id']}", headers=tenant.admin)).json()
+    assert final["status"] == "completed" and final["required_action"] is None
+    assert final["steps"][0]["tool_calls"][0]["pending"] is False
+    assert openai.requests[1]["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_res",
+        "content": "Table for 4 at Chez Ada, name Ada",
+    }
+    thread_messages = await messages(client, tenant, thread)
+    assert [m["role"] for m in thread_messages] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_a_declined_question_is_told_to_the_model(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, asking_server: FakeMcpServer
+) -> None:
+    _, thread = await _asking_thread(client, tenant, asking_server)
+    openai.reply_tool_calls(FakeToolCall("tables__reserve", {"restaurant": "Luigi's"}, id="call_decl"))
+    openai.reply_text("No table then.")
+    run = await settle(client, tenant, (await start(client, tenant, thread, input="Book Luigi's"))["id"])
+    assert run["status"] == "requires_action"
+
+    with_content = await client.post(
+        f"/v1/runs/{run['id']}/answers",
+        json={"answers": [{"elicitation_id": "call_decl:party", "action": "decline", "content": {"guests": 2}}]},
+        headers=tenant.admin,
+    )
+    assert with_content.status_code == 422
+    assert with_content.json()["detail"] == "elicitation call_decl:party: content goes only with accept, not decline"
+    declined = await client.post(
+        f"/v1/runs/{run['id']}/answers",
+        json={"answers": [{"elicitation_id": "call_decl:party", "action": "decline"}]},
+        headers=tenant.admin,
+    )
+    assert declined.status_code == 200, declined.text
+
+    assert (await settle(client, tenant, run["id"]))["status"] == "completed"
+    assert openai.requests[-1]["messages"][-1]["content"] == "No table reserved: the user chose decline"
+
+
+async def test_a_tool_that_asks_outside_a_run_is_refused_clearly(
+    client: httpx.AsyncClient, tenant: Tenant, asking_server: FakeMcpServer
+) -> None:
+    integration = (
+        await client.post(
+            "/v1/mcp-integrations", json={"name": "Direct", "url": asking_server.url}, headers=tenant.admin
+        )
+    ).json()
+    called = await client.post(
+        f"/v1/mcp-integrations/{integration['id']}/tools/reserve/call",
+        json={"arguments": {"restaurant": "Chez Ada"}},
+        headers=tenant.admin,
+    )
+    assert called.status_code == 409
+    assert called.json() == {
+        "error": "McpInputNeeded",
+        "detail": "tool 'reserve' asks for the user's input (How many guests at Chez Ada?): call it in a run, "
+        "which waits for the answers",
+    }
+
+
+async def test_the_answer_is_carried_on_by_a_server_started_after_the_one_that_asked(tmp_path: Path) -> None:
+    async with (
+        off_the_loop(fresh_database(tmp_path)) as url,
+        FakeOpenAI() as model,
+        FakeMcpServer(asks=True) as tables,
+    ):
+        env = os.environ | {
+            "THREADLINE_DATABASE_URL": url,
+            "THREADLINE_EXECUTOR": "in_process",
+            "THREADLINE_DATABASE_POOL_SIZE": "4",
+            "THREADLINE_LOG_FORMAT": "text",
+            "THREADLINE_OPENAI_API_KEY": "sk-test",
+            "THREADLINE_OPENAI_BASE_URL": model.base_url,
+            "THREADLINE_DATA_DIR": str(tmp_path / "data"),
+            "THREADLINE_SECRET_KEY": "questions test key",
+            "THREADLINE_MCP_ALLOWED_NETWORKS": "127.0.0.0/8",  # the MCP server of the test runs on loopback
+        }
+        await threadline(env, "migrate")
+        headers = await organization_headers(env, "Questions")
+        model.reply_tool_calls(FakeToolCall("tables__reserve", {"restaurant": "Chez Ada"}, id="call_later"))
+        model.reply_text("Booked.")
+        async with threadline_serve(env) as (base_url, first):
+            async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
+                integration = await http.post("/v1/mcp-integrations", json={"name": "Tables", "url": tables.url})
+                assert integration.status_code == 201, integration.text
+                agent = await http.post(
+                    "/v1/agents",
+                    json={"name": "Host", "model": "gpt-test", "mcp_integration_ids": [integration.json()["id"]]},
+                )
+                thread = await http.post("/v1/threads", json={"agent_id": agent.json()["id"]})
+                streamed = await http.post(
+                    f"/v1/threads/{thread.json()['id']}/runs", json={"input": "Book it", "stream": True}
+                )
+                assert sse_events(streamed.text)[-1]["type"] == "run.requires_action"
+                run_id = sse_events(streamed.text)[-1]["run_id"]
+            first.terminate()
+            await first.wait()
+
+        async with (
+            threadline_serve(env) as (base_url, _second),
+            httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http,
+        ):
+            waiting = (await http.get(f"/v1/runs/{run_id}")).json()
+            assert waiting["status"] == "requires_action"
+            answer = {"elicitation_id": "call_later:party", "action": "accept", "content": {"guests": 2, "name": "Bo"}}
+            answered = await http.post(f"/v1/runs/{run_id}/answers", json={"answers": [answer], "stream": True})
+            events = sse_events(answered.text)
+            assert events[-1]["type"] == "run.completed", answered.text
+            result = next(e["data"]["result"] for e in events if e["type"] == "tool_call.completed")
+            assert result == "Table for 2 at Chez Ada, name Bo"
+            assert (await http.get(f"/v1/runs/{run_id}")).json()["status"] == "completed"
+
+
+async def test_chat_completions_tells_where_to_answer_a_question_it_cannot_carry(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, asking_server: FakeMcpServer
+) -> None:
+    agent, _ = await _asking_thread(client, tenant, asking_server)
+    openai.reply_tool_calls(FakeToolCall("tables__reserve", {"restaurant": "Chez Ada"}, id="call_chat"))
+    body = {"model": agent["slug"], "messages": [{"role": "user", "content": "Book Chez Ada"}]}
+
+    answered = await client.post("/v1/chat/completions", json=body, headers=tenant.admin)
+
+    assert answered.status_code == 500
+    error = answered.json()["error"]
+    assert error["code"] == "requires_answers"
+    run = (await client.get("/v1/runs", headers=tenant.admin)).json()["data"][0]
+    assert run["status"] == "requires_action"
+    assert error["message"].endswith(f"answer them with POST /v1/runs/{run['id']}/answers")
