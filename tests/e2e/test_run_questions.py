@@ -11,11 +11,13 @@ from typing import Any
 import httpx
 import pytest
 
+from infrastructure.tracing import LangfuseTracer
 from tests.conftest import Tenant
 from tests.databases import fresh_database, off_the_loop
 from tests.e2e.runs import agent_and_thread, messages, settle, sse_events, start
 from tests.fakes.mcp_server import PARTY, FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
+from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.servers import organization_headers, threadline, threadline_serve
 
 pytestmark = pytest.mark.executors
@@ -233,3 +235,32 @@ async def test_chat_completions_tells_where_to_answer_a_question_it_cannot_carry
     run = (await client.get("/v1/runs", headers=tenant.admin)).json()["data"][0]
     assert run["status"] == "requires_action"
     assert error["message"].endswith(f"answer them with POST /v1/runs/{run['id']}/answers")
+
+
+async def test_the_trace_shows_the_call_waiting_for_the_answers_and_carried_on_with_them(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    openai: FakeOpenAI,
+    asking_server: FakeMcpServer,
+    traced: tuple[LangfuseTracer, OtlpReceiver],
+) -> None:
+    tracer, receiver = traced
+    _, thread = await _asking_thread(client, tenant, asking_server)
+    openai.reply_tool_calls(FakeToolCall("tables__reserve", {"restaurant": "Chez Ada"}, id="call_traced"))
+    openai.reply_text("Booked.")
+    run = await settle(client, tenant, (await start(client, tenant, thread, input="Book it"))["id"])
+    answer = {"elicitation_id": "call_traced:party", "action": "accept", "content": {"guests": 3, "name": "Cy"}}
+    await client.post(f"/v1/runs/{run['id']}/answers", json={"answers": [answer]}, headers=tenant.admin)
+    assert (await settle(client, tenant, run["id"]))["status"] == "completed"
+    await tracer.flush()
+
+    spans = await receiver.wait_for_spans(6)  # two executions: each a run root; 2 generations, 2 tool call spans
+
+    waited, carried_on = [s for s in spans if s.name == "mcp_tool_call"]
+    assert waited.attributes["langfuse.observation.output"] == "waiting for the user's answers"
+    assert waited.json_attribute("langfuse.observation.metadata.questions") == [
+        {"key": "party", "message": "How many guests at Chez Ada?"}
+    ]
+    assert carried_on.json_attribute("langfuse.observation.metadata.answers") == {"party": "accept"}
+    assert carried_on.attributes["langfuse.observation.output"] == "Table for 3 at Chez Ada, name Cy"
+    assert len({s.trace_id for s in spans}) == 1

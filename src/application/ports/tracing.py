@@ -79,8 +79,10 @@ class Tracer(Protocol):
         agent_id: str | None,
         input: Any = None,
         metadata: Mapping[str, Any] | None = None,
+        trace_id: str | None = None,
     ) -> RunTrace:
-        """Open the trace of one run: session id = thread id; metadata carries org, agent and run."""
+        """Open the trace of one run: session id = thread id; metadata carries org, agent and run. With `trace_id`
+        (a run resumed after it waited for the client), its spans go on in the run's trace."""
         ...
 
     async def flush(self) -> None:

@@ -94,6 +94,7 @@ class ExecuteRun:
             org_id=str(run.org_id),
             agent_id=str(agent.id),
             metadata={"agent": agent.slug, "model": agent.model, "parent_run_id": str(run.parent_run_id or "")},
+            trace_id=run.trace_id,
         )
         if run.trace_id is None:
             run.trace_id = trace.trace_id

@@ -245,6 +245,7 @@ class LangfuseTracer:
         agent_id: str | None,
         input: Any = None,
         metadata: Mapping[str, Any] | None = None,
+        trace_id: str | None = None,
     ) -> RunTrace:
         if self._client is None or self._closed:
             return NoopRunTrace()
@@ -266,7 +267,11 @@ class LangfuseTracer:
             with attributes.scope():
                 # The root keeps the caller's metadata whole: propagated values over 200 chars are dropped.
                 root = self._client.start_observation(
-                    name=name, as_type="span", input=input, metadata=_as_dict(metadata)
+                    trace_context={"trace_id": trace_id} if trace_id else None,
+                    name=name,
+                    as_type="span",
+                    input=input,
+                    metadata=_as_dict(metadata),
                 )
             return _LangfuseRunTrace(root, attributes)
         except Exception:

@@ -68,6 +68,7 @@ class NoopTracer:
         agent_id: str | None,
         input: Any = None,
         metadata: Mapping[str, Any] | None = None,
+        trace_id: str | None = None,
     ) -> RunTrace:
         return NoopRunTrace()
 

@@ -219,6 +219,7 @@ class RecordingTracer:
         agent_id: str | None,
         input: Any = None,
         metadata: Mapping[str, Any] | None = None,
+        trace_id: str | None = None,
     ) -> RecordingTrace:
         trace = RecordingTrace(run_id, metadata)
         self.traces.append(trace)
