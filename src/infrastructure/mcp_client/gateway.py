@@ -7,6 +7,9 @@ from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_types import HEADER_MISMATCH
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from application.errors import InvalidReference, McpConnectionFailed, McpError, McpProtocolError
 from application.ports.mcp import (
@@ -213,8 +216,9 @@ class SdkMcpGateway:
                     for key, answer in answers.items()
                 }
             state = request_state
-            for again in range(STATE_ONLY_ROUNDS):
-                result = await client.session.call_tool(
+
+            async def send() -> Any:
+                return await client.session.call_tool(
                     name,
                     dict(arguments),
                     read_timeout_seconds=target.timeout_seconds,
@@ -223,6 +227,17 @@ class SdkMcpGateway:
                     request_state=state,
                     allow_input_required=True,
                 )
+
+            for again in range(STATE_ONLY_ROUNDS):
+                try:
+                    result = await send()
+                except MCPError as mismatch:
+                    if mismatch.code != HEADER_MISMATCH or client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                        raise
+                    # The spec's recovery (as Client.call_tool does it): this session has not listed the tool, or
+                    # its schema changed, so its arguments were not mirrored into headers. List, send once more.
+                    await _all_pages(lambda c: client.list_tools(cursor=c), "tools")
+                    result = await send()
                 if not isinstance(result, types.InputRequiredResult):
                     return convert.tool_result(result)
                 needed = convert.input_required(result)

@@ -204,10 +204,23 @@ async def cancel_run(
     return RunOut.model_validate(await use_case.execute(caller, RunId(run_id)), context=tracer)
 
 
+_GOES_ON = {200: SSE, **errors(RunNotFound, RunNotWaiting, InvalidValue, Conflict)}
+"""What the routes that let a waiting run go on answer."""
+
+
+async def _going_on(
+    run: Run, stream: bool, follow: FollowRun, caller: Caller, stopping: asyncio.Event, tracer: Tracer
+) -> RunOut | StreamingResponse:
+    """The run that goes on, or (`stream`) a stream of its further events."""
+    if stream:
+        return await _event_stream(follow, caller, run.id, stopping)
+    return RunOut.model_validate(run, context=tracer)
+
+
 @router.post(
     "/runs/{run_id}/tool-results",
     response_model=RunOut,
-    responses={200: SSE, **errors(RunNotFound, RunNotWaiting, InvalidValue, Conflict)},
+    responses=_GOES_ON,
     summary="Results of the client tool calls the run waits for; the run goes on",
 )
 @inject
@@ -221,15 +234,13 @@ async def submit_tool_results(
     stopping: StoppingDep,
 ) -> RunOut | StreamingResponse:
     run = await use_case.execute(body.to_command(caller, run_id))
-    if body.stream:
-        return await _event_stream(follow, caller, run.id, stopping)
-    return RunOut.model_validate(run, context=tracer)
+    return await _going_on(run, body.stream, follow, caller, stopping, tracer)
 
 
 @router.post(
     "/runs/{run_id}/answers",
     response_model=RunOut,
-    responses={200: SSE, **errors(RunNotFound, RunNotWaiting, InvalidValue, Conflict)},
+    responses=_GOES_ON,
     summary="The user's answers to the questions the run waits for (elicitation); its tool calls go on with them",
 )
 @inject
@@ -243,6 +254,4 @@ async def answer_questions(
     stopping: StoppingDep,
 ) -> RunOut | StreamingResponse:
     run = await use_case.execute(body.to_command(caller, run_id))
-    if body.stream:
-        return await _event_stream(follow, caller, run.id, stopping)
-    return RunOut.model_validate(run, context=tracer)
+    return await _going_on(run, body.stream, follow, caller, stopping, tracer)
