@@ -58,6 +58,9 @@ class Elicitation:
     request_state: str | None = field(default=None, repr=False)
     """The server's opaque state of the call, sent back with the answers (2026-07-28 servers)."""
     answer: ElicitationAnswer | None = None
+    live: bool = False
+    """Asked during the call (handshake-era servers: `elicitation/create`): the call is still open, in the process
+    that executes the run, and takes the answer there; it is not made again."""
 
     @classmethod
     def asked(
@@ -68,7 +71,8 @@ class Elicitation:
         key: str,
         message: str,
         requested_schema: Mapping[str, Any],
-        request_state: str | None,
+        request_state: str | None = None,
+        live: bool = False,
     ) -> "Elicitation":
         return cls(
             id=f"{tool_call_id}:{key}",
@@ -78,6 +82,7 @@ class Elicitation:
             message=message[:MESSAGE_MAX],
             requested_schema=dict(requested_schema),
             request_state=request_state,
+            live=live,
         )
 
     def answered(self, answer: ElicitationAnswer) -> "Elicitation":

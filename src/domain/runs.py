@@ -233,10 +233,13 @@ class Run:
         self._move(RunStatus.REQUIRES_ACTION, now)
         self.required_action = calls
         self.awaiting_input = questions
-        asking = {q.tool_call_id for q in questions}
-        if asking and self.steps:
+        self._mark_pending({q.tool_call_id for q in questions}, pending=True)
+
+    def _mark_pending(self, call_ids: Collection[str], *, pending: bool) -> None:
+        """The latest step's calls with these ids wait for the client (or no longer)."""
+        if call_ids and self.steps:
             last = self.steps[-1]
-            marked = tuple(replace(c, pending=True) if c.id in asking else c for c in last.tool_calls)
+            marked = tuple(replace(c, pending=pending) if c.id in call_ids else c for c in last.tool_calls)
             self.steps = (*self.steps[:-1], replace(last, tool_calls=marked))
 
     def resume(
@@ -287,10 +290,37 @@ class Run:
 
     @property
     def answered_questions(self) -> tuple[Elicitation, ...]:
-        """The answered questions whose tool calls are to be carried on (the run is in progress)."""
+        """The answered questions whose tool calls are to be made again with them (the run is in progress)."""
         if self.status is not RunStatus.IN_PROGRESS:
             return ()
-        return tuple(q for q in self.awaiting_input if q.answer is not None)
+        return tuple(q for q in self.awaiting_input if q.answer is not None and not q.live)
+
+    @property
+    def asks_live(self) -> bool:
+        """Whether a question waits in a call still open in the process that executes the run."""
+        return any(q.live for q in self.awaiting_input)
+
+    def ask_live(self, question: Elicitation, now: datetime) -> None:
+        """A call still open asks the user (the run waits; other calls of the step may still be in flight)."""
+        if self.status is RunStatus.REQUIRES_ACTION and self.asks_live:
+            self.awaiting_input = (*self.awaiting_input, question)
+            self._mark_pending({question.tool_call_id}, pending=True)
+            self.updated_at = now
+        else:
+            self.require_action((), now, (question,))
+
+    def took_answer(self, question_id: str, now: datetime) -> None:
+        """A live question was answered (or withdrawn: nobody answered in time), and its call went on with what
+        it got: the question is done, and the run goes on when nothing else waits."""
+        done = next((q for q in self.awaiting_input if q.id == question_id), None)
+        if done is None:
+            return
+        self.awaiting_input = tuple(q for q in self.awaiting_input if q.id != question_id)
+        self.updated_at = now
+        if not any(q.tool_call_id == done.tool_call_id for q in self.awaiting_input):
+            self._mark_pending({done.tool_call_id}, pending=False)
+        if self.status is RunStatus.REQUIRES_ACTION and not self.required_action and not self.awaiting_input:
+            self._move(RunStatus.IN_PROGRESS, now)
 
     @property
     def answers_may_have_been_used(self) -> bool:
@@ -302,10 +332,7 @@ class Run:
         """These calls were carried on with their answers: their questions are done."""
         self.awaiting_input = tuple(q for q in self.awaiting_input if q.tool_call_id not in tool_call_ids)
         self.updated_at = now
-        if self.steps:
-            last = self.steps[-1]
-            calls = tuple(replace(c, pending=False) if c.id in tool_call_ids else c for c in last.tool_calls)
-            self.steps = (*self.steps[:-1], replace(last, tool_calls=calls))
+        self._mark_pending(tool_call_ids, pending=False)
 
     def complete(self, now: datetime) -> None:
         self._move(RunStatus.COMPLETED, now)

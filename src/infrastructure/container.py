@@ -18,6 +18,7 @@ from application.runs.execute_run import ExecuteRun
 from application.runs.follow_run import FollowRun
 from application.runs.model_call import ModelCall
 from application.runs.queries import GetRun, ListRuns
+from application.runs.questions import LiveQuestions
 from application.runs.recorder import RunRecorder
 from application.runs.recover_runs import RecoverRuns
 from application.runs.submit_tool_results import SubmitToolResults
@@ -401,6 +402,14 @@ class Container(containers.DeclarativeContainer):
                 ToolLimits,
                 result_max_chars=settings.provided.tool_result_max_chars,
                 parallel_calls=settings.provided.parallel_tool_calls,
+            ),
+            questions=providers.Factory(
+                LiveQuestions,
+                uow=uow,
+                clock=clock,
+                ids=ids,
+                bus=run_event_bus,
+                timeout_seconds=settings.provided.question_timeout_seconds,
             ),
         ),
         tracer=tracer,

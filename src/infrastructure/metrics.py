@@ -18,6 +18,7 @@ from application.ports.mcp import (
     McpResourceContent,
     McpTarget,
     McpToolResult,
+    QuestionAsker,
     ToolProgress,
 )
 from application.runs.execute_run import ExecuteRun
@@ -194,9 +195,10 @@ class MeteredMcpGateway:
         *,
         answers: Mapping[str, McpAnswer] | None = None,
         request_state: str | None = None,
+        on_question: QuestionAsker | None = None,
     ) -> McpToolResult | McpInputRequired:
         called = self._gateway.call_tool(
-            target, name, arguments, on_progress, answers=answers, request_state=request_state
+            target, name, arguments, on_progress, answers=answers, request_state=request_state, on_question=on_question
         )
         result: McpToolResult | McpInputRequired = await self._timed(target, "tool", called)
         return result

@@ -165,6 +165,13 @@ class Settings(BaseSettings):
         default=20_000, ge=100, description="Longer tool results are shortened for the model"
     )
     parallel_tool_calls: int = Field(default=8, ge=1, le=64, description="Tool calls of one step run at once")
+    question_timeout_seconds: float = Field(
+        default=600,
+        gt=0,
+        le=86_400,
+        description="How long a tool call whose server asks the user during the call (handshake-era elicitation) "
+        "waits for the answer; then the server is told the user cancelled",
+    )
     commands_file: Path | None = Field(
         default=None, description="YAML or JSON file of the operator's commands agents may run"
     )

@@ -18,6 +18,7 @@ from tests.e2e.runs import agent_and_thread, messages, settle, sse_events, start
 from tests.fakes.mcp_server import PARTY, FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
 from tests.fakes.otlp_receiver import OtlpReceiver
+from tests.mcp_servers import everything
 from tests.servers import organization_headers, threadline, threadline_serve
 
 pytestmark = pytest.mark.executors
@@ -264,3 +265,85 @@ async def test_the_trace_shows_the_call_waiting_for_the_answers_and_carried_on_w
     assert carried_on.json_attribute("langfuse.observation.metadata.answers") == {"party": "accept"}
     assert carried_on.attributes["langfuse.observation.output"] == "Table for 3 at Chez Ada, name Cy"
     assert len({s.trace_id for s in spans}) == 1
+
+
+# -- a handshake-era server that asks during the call (server-everything, `elicitation/create`) ----------------
+
+
+async def _everything_asks(client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI) -> dict[str, Any]:
+    """A run whose model calls server-everything's elicitation tool: the run, once it waits for the answer."""
+    everything.require_everything()
+    integration = await client.post(
+        "/v1/mcp-integrations",
+        json={"name": "Everything", "transport": "stdio", "server": "everything"},
+        headers=tenant.admin,
+    )
+    assert integration.status_code == 201, integration.text
+    _, thread = await agent_and_thread(client, tenant, mcp_integration_ids=[integration.json()["id"]])
+    openai.reply_tool_calls(FakeToolCall("everything__trigger-elicitation-request", {}, id="call_ask"))
+    openai.reply_text("Thanks.")
+    return await settle(client, tenant, (await start(client, tenant, thread, input="Ask me"))["id"])
+
+
+async def test_a_question_asked_during_the_call_waits_for_the_users_answer(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
+) -> None:
+    waiting = await _everything_asks(client, tenant, openai)
+
+    assert waiting["status"] == "requires_action"
+    [question] = waiting["required_action"]["elicitations"]
+    assert question["tool_call_id"] == "call_ask"
+    assert question["message"] == "Please provide inputs for the following fields:"
+    assert question["requested_schema"]["required"] == ["name"]
+    answers = f"/v1/runs/{waiting['id']}/answers"
+    wrong = {"elicitation_id": question["id"], "action": "accept", "content": {"name": "Ada", "email": "ada"}}
+    refused = await client.post(answers, json={"answers": [wrong]}, headers=tenant.admin)
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == f"elicitation {question['id']}: email must be an email address"
+
+    content = {"name": "Ada Lovelace", "check": True, "email": "ada@example.org", "integer": 7}
+    answer = {"elicitation_id": question["id"], "action": "accept", "content": content}
+    answered = await client.post(answers, json={"answers": [answer], "stream": True}, headers=tenant.admin)
+
+    events = sse_events(answered.text)
+    assert events[-1]["type"] == "run.completed", answered.text
+    result = next(e["data"]["result"] for e in events if e["type"] == "tool_call.completed")
+    assert result.startswith("✅ User provided the requested information!\nUser inputs:\n- Name: Ada Lovelace\n")
+    assert "- Email: ada@example.org\n" in result and "- Favorite Integer: 7" in result
+    run = (await client.get(f"/v1/runs/{waiting['id']}", headers=tenant.admin)).json()
+    assert run["status"] == "completed" and run["steps"][0]["tool_calls"][0]["pending"] is False
+    assert len(run["steps"]) == 2
+
+
+async def test_a_question_declined_during_the_call_is_told_to_the_model(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
+) -> None:
+    waiting = await _everything_asks(client, tenant, openai)
+    [question] = waiting["required_action"]["elicitations"]
+
+    declined = await client.post(
+        f"/v1/runs/{waiting['id']}/answers",
+        json={"answers": [{"elicitation_id": question["id"], "action": "decline"}]},
+        headers=tenant.admin,
+    )
+
+    assert declined.status_code == 200, declined.text
+    assert (await settle(client, tenant, waiting["id"]))["status"] == "completed"
+    told = openai.requests[-1]["messages"][-1]
+    assert told["role"] == "tool"
+    assert told["content"].startswith("❌ User declined to provide the requested information.")
+
+
+async def test_a_run_cancelled_while_a_question_waits_in_an_open_call_ends_once(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
+) -> None:
+    waiting = await _everything_asks(client, tenant, openai)
+    assert waiting["status"] == "requires_action"
+
+    cancelled = await client.post(f"/v1/runs/{waiting['id']}/cancel", headers=tenant.admin)
+
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["status"] == "cancelled"
+    events = sse_events((await client.get(f"/v1/runs/{waiting['id']}/events", headers=tenant.admin)).text)
+    assert [e["type"] for e in events].count("run.cancelled") == 1
+    assert len(openai.requests) == 1  # the model was not called again

@@ -135,6 +135,9 @@ class McpAnswer:
     content: Mapping[str, Any] | None = None
 
 
+QuestionAsker = Callable[[McpQuestion], Awaitable[McpAnswer]]
+"""Asks the user a question a server sent while a call is open (handshake-era elicitation): the answer."""
+
 ToolProgress = Callable[[float, float | None, str | None], Awaitable[None]]
 """How far a tool call is: progress, total (if known), message."""
 
@@ -159,10 +162,12 @@ class McpGateway(Protocol):
         *,
         answers: Mapping[str, McpAnswer] | None = None,
         request_state: str | None = None,
+        on_question: QuestionAsker | None = None,
     ) -> McpToolResult | McpInputRequired:
         """`on_progress` hears the server's progress notifications for this call. A server that needs the user's
         input first answers with McpInputRequired; the call is then made again with the `answers` (by question
-        key) and its `request_state`."""
+        key) and its `request_state`. A handshake-era server asks during the call instead: `on_question` gets the
+        answer (the call's timeout does not run meanwhile); without it the server is told no."""
         ...
 
     async def read_resource(self, target: McpTarget, uri: str) -> Sequence[McpResourceContent]: ...

@@ -32,7 +32,8 @@ class AnswerQuestionsCommand:
 
 class AnswerQuestions:
     """Answers to every question a run waits for, at once, each checked against its form. The run then goes on:
-    its tool calls are made again with the answers (on any process, however much later)."""
+    its tool calls are made again with the answers (on any process, however much later), or, for questions asked
+    while their calls are open, those calls take the answers (see application.runs.questions)."""
 
     def __init__(self, uow: UnitOfWork, clock: Clock, bus: RunEventBus, executor: RunExecutor) -> None:
         self._uow, self._clock, self._bus, self._executor = uow, clock, bus, executor
@@ -45,15 +46,17 @@ class AnswerQuestions:
                 raise RunNotFound(f"run {command.run_id} not found")
             answers = [(a.question_id, ElicitationAnswer(action=a.action, content=a.content)) for a in command.answers]
             run.answer_questions(answers, self._clock.now())
-            going_on = run.status is RunStatus.IN_PROGRESS
+            # A question asked while its call is open is taken by that call, in the process that executes the run,
+            # which numbers the run's events: it announces the run in progress again itself.
+            resumed = run.status is RunStatus.IN_PROGRESS and not run.asks_live
             recorded = []
-            if going_on:
+            if resumed:
                 events = await RunEventStream.resume(uow, org_id, run.id, self._bus, self._clock)
                 recorded = [await events.record(uow, RunInProgress.of(run))]
             await uow.runs.save(run)
             await uow.commit()
         if recorded:
             await events.publish(*recorded)
-        if going_on:
+        if resumed:
             await self._executor.submit(org_id, run.id)
         return run

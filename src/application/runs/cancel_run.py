@@ -43,7 +43,8 @@ class CancelRun:
                 if run.status.is_terminal:
                     raise IllegalTransition(f"the run is already {run.status.value}")
                 now = self._clock.now()
-                if run.status in (RunStatus.QUEUED, RunStatus.REQUIRES_ACTION):
+                waits = run.status is RunStatus.REQUIRES_ACTION and not run.asks_live  # else a call is open
+                if run.status is RunStatus.QUEUED or waits:
                     run.cancel(now)
                     ended = await store_ending(uow, run, self._bus, self._clock)
                 else:

@@ -11,7 +11,7 @@ from application.errors import RunNotFound, StorageUnavailable
 from application.ports.execution import RunEventBus, RunSubscription
 from application.ports.persistence import UnitOfWork
 from domain.ids import RunId
-from domain.run_events import RunEvent
+from domain.run_events import RunEvent, RunEventType
 from domain.runs import Run, RunStatus
 
 StoredAfter = Callable[[int], Awaitable[Sequence[RunEvent]]]
@@ -28,6 +28,9 @@ class RunFollower:
     subscription: RunSubscription
     settled: bool
     """True when the run had ended (or was waiting) as the follower arrived: the history is all there is."""
+    going_on: bool = False
+    """True when the run was queued or in progress as the follower arrived: a wait for the client that ends its
+    history is over (answered), and its next events come live."""
     stored_after: StoredAfter = _nothing_stored
     """Read at each heartbeat: a stored event the bus never delivered (published while this process's link
     to the other processes was down) still reaches the follower, at the latest one heartbeat later."""
@@ -40,7 +43,7 @@ class RunFollower:
         for past in self.history:
             last = max(last, past.seq)
             yield past
-        if self.settled or (self.history and self.history[-1].type.ends_stream):
+        if self.settled or (self.history and self._ends(self.history[-1])):
             return
         stopping: asyncio.Future[Any] = asyncio.ensure_future((until or asyncio.Event()).wait())
         try:
@@ -66,6 +69,10 @@ class RunFollower:
                     return
         finally:
             stopping.cancel()
+
+    def _ends(self, event: RunEvent) -> bool:
+        waited = event.type is RunEventType.REQUIRES_ACTION and self.going_on
+        return event.type.ends_stream and not waited
 
     async def _stored_after(self, seq: int) -> Sequence[RunEvent]:
         try:
@@ -123,7 +130,10 @@ class FollowRun:
         held = [e for e in [*subscription.backlog, *subscription.received()] if e.seq > after_seq]
         history = _merged(stored, held)
         settled = run.status.is_terminal or run.status is RunStatus.REQUIRES_ACTION
-        follower = RunFollower(history=history, subscription=subscription, settled=settled, stored_after=stored_after)
+        going_on = run.status in (RunStatus.QUEUED, RunStatus.IN_PROGRESS)
+        follower = RunFollower(
+            history=history, subscription=subscription, settled=settled, going_on=going_on, stored_after=stored_after
+        )
         return _holding(follower, stack)
 
 

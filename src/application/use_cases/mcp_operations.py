@@ -26,6 +26,7 @@ from application.ports.mcp import (
     McpResourceInfo,
     McpTarget,
     McpToolResult,
+    QuestionAsker,
     ToolProgress,
 )
 from application.ports.persistence import UnitOfWork
@@ -54,6 +55,8 @@ class ExecuteMcpToolCommand:
     answers: Mapping[str, McpAnswer] | None = None
     request_state: str | None = None
     """The user's answers to the server's questions, by key, and the state the server sent with them"""
+    on_question: QuestionAsker | None = None
+    """Asks the user what a handshake-era server asks while the call is open"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,6 +122,7 @@ class ExecuteMcpTool:
             command.on_progress,
             answers=command.answers,
             request_state=command.request_state,
+            on_question=command.on_question,
         )
         if isinstance(result, McpInputRequired):
             if not command.may_ask:

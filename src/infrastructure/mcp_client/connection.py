@@ -7,9 +7,11 @@ ready, and keeps it open until asked to close or until the connection drops.
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -23,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from application.errors import McpConnectionFailed, McpTimeout
-from application.ports.mcp import McpTarget
+from application.ports.mcp import McpQuestion, McpTarget, QuestionAsker
 from domain.integrations import Transport
 from infrastructure.mcp_client.errors import translate
 from infrastructure.mcp_client.oauth import auth_failure
@@ -146,15 +148,47 @@ class _Transport:
         return await self._stack.__aexit__(exc_type, exc, tb)
 
 
-async def _asked_during_a_call(context: Any, params: types.ElicitRequestParams) -> types.ErrorData:
-    """Form elicitation is declared, so that 2026-07-28 servers may ask the user (InputRequiredResult: the run
-    waits for the answers, and the call is made again with them). A handshake-era server asks during the call
-    instead (`elicitation/create`), which a run cannot wait for: it is refused, and the tool's server says what
-    that means for the call."""
-    return types.ErrorData(
-        code=types.INVALID_REQUEST,
-        message="Threadline asks the user only through InputRequiredResult (protocol 2026-07-28), not during a call",
-    )
+_ASKERS: "weakref.WeakKeyDictionary[Any, list[QuestionAsker]]" = weakref.WeakKeyDictionary()
+"""The calls open on each session that can ask the user a question, by session."""
+_ASKER: contextvars.ContextVar[QuestionAsker | None] = contextvars.ContextVar("mcp_asker", default=None)
+
+
+@contextlib.contextmanager
+def questions_to(session: Any, asker: QuestionAsker) -> Iterator[None]:
+    """While a call is open on `session`, a question its server asks (`elicitation/create`) goes to `asker`."""
+    askers = _ASKERS.setdefault(session, [])
+    askers.append(asker)
+    token = _ASKER.set(asker)
+    try:
+        yield
+    finally:
+        _ASKER.reset(token)
+        askers.remove(asker)
+
+
+async def _asked_during_a_call(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+    """Form elicitation is declared: 2026-07-28 servers ask in an InputRequiredResult (the run waits, and the call
+    is made again with the answers); a handshake-era server asks during the call, and the question goes to that
+    call's asker (the run waits while the call stays open). Which call asks: the one whose task the request
+    arrived in when the transport tells, else the only call open on the session that can ask."""
+    if not isinstance(params, types.ElicitRequestFormParams):
+        return types.ErrorData(code=types.INVALID_PARAMS, message="Threadline offers form elicitation only")
+    asker = _ASKER.get()
+    if asker is None:
+        askers = _ASKERS.get(context.session) or []
+        if len(askers) != 1:
+            why = "no call of a run is open" if not askers else f"{len(askers)} calls are open on this session"
+            return types.ErrorData(
+                code=types.INVALID_REQUEST, message=f"Threadline cannot ask the user: {why} to tell which one asks"
+            )
+        asker = askers[0]
+    question = McpQuestion(key="", message=params.message, requested_schema=dict(params.requested_schema))
+    try:
+        answer = await asker(question)
+    except Exception as error:
+        logger.warning("a question of an MCP server could not be asked", exc_info=True)
+        return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the question could not be asked: {error}")
+    return types.ElicitResult(action=answer.action, content=answer.content)
 
 
 class McpConnection:
@@ -295,13 +329,14 @@ class McpConnection:
             # A stateful server that restarted no longer knows our session id.
             self.session_rejected = True
 
-    async def request(self, operation: Callable[[Client], Awaitable[T]], *, doing: str) -> T:
-        """Run one request on this session within the target's timeout, translating failures."""
+    async def request(self, operation: Callable[[Client], Awaitable[T]], *, doing: str, bounded: bool = True) -> T:
+        """Run one request on this session within the target's timeout (unless the operation bounds itself:
+        `bounded=False`), translating failures."""
         client = self.client
         self.in_flight += 1
         try:
             # The SDK enforces the timeout per request; this is the backstop for everything around it.
-            async with asyncio.timeout(self.target.timeout_seconds + 1):
+            async with asyncio.timeout(self.target.timeout_seconds + 1 if bounded else None):
                 return await operation(client)
         except Exception as error:
             raise self._typed(error, doing=doing) from error

@@ -1,6 +1,7 @@
 """The MCP gateway: pooled sessions, cached catalogs, typed errors."""
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -16,6 +17,7 @@ from application.ports.mcp import (
     McpAnswer,
     McpInputRequired,
     McpPromptInfo,
+    McpQuestion,
     McpResourceContent,
     McpResourceInfo,
     McpResourceTemplateInfo,
@@ -23,6 +25,7 @@ from application.ports.mcp import (
     McpTarget,
     McpToolInfo,
     McpToolResult,
+    QuestionAsker,
     ToolProgress,
 )
 from application.ports.oauth import McpAuthorizer
@@ -31,7 +34,7 @@ from domain.integrations import Transport
 from domain.mcp_prompts import PromptResult
 from infrastructure.mcp_client import convert
 from infrastructure.mcp_client.catalog_cache import CatalogCache
-from infrastructure.mcp_client.connection import McpConnection, opened
+from infrastructure.mcp_client.connection import McpConnection, opened, questions_to
 from infrastructure.mcp_client.errors import is_connection_lost, is_generic_http_error, is_session_gone
 from infrastructure.mcp_client.oauth import auth_for
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
@@ -43,6 +46,8 @@ T = TypeVar("T")
 MAX_PAGES = 100
 # Server caching hints are honoured up to this long.
 MAX_HINTED_TTL = 3_600.0
+ASKING_READ_TIMEOUT = 86_400.0
+"""The SDK's bound on a call that may ask the user (the gateway bounds the server's own time itself)."""
 STATE_ONLY_ROUNDS = 6
 """How many times a tool call is made again when the server answers it with state only (no question)."""
 
@@ -105,10 +110,16 @@ class SdkMcpGateway:
         return self._stdio(target)
 
     async def _run(
-        self, target: McpTarget, operation: Callable[[Client], Awaitable[T]], *, doing: str, idempotent: bool
+        self,
+        target: McpTarget,
+        operation: Callable[[Client], Awaitable[T]],
+        *,
+        doing: str,
+        idempotent: bool,
+        bounded: bool = True,
     ) -> T:
         try:
-            return await self._attempt(target, operation, doing=doing, idempotent=idempotent)
+            return await self._attempt(target, operation, doing=doing, idempotent=idempotent, bounded=bounded)
         except McpConnectionFailed:
             # The server is unreachable: its cached catalogs must not offer its tools any longer. The next
             # listing connects again, and fails (the integration is skipped, with a warning) until it is back.
@@ -120,12 +131,18 @@ class SdkMcpGateway:
             raise
 
     async def _attempt(
-        self, target: McpTarget, operation: Callable[[Client], Awaitable[T]], *, doing: str, idempotent: bool
+        self,
+        target: McpTarget,
+        operation: Callable[[Client], Awaitable[T]],
+        *,
+        doing: str,
+        idempotent: bool,
+        bounded: bool = True,
     ) -> T:
         stdio = await self._check(target)
         connection = await self._pool.session(target, stdio)
         try:
-            return await connection.request(operation, doing=doing)
+            return await connection.request(operation, doing=doing, bounded=bounded)
         except McpError as error:
             cause = error.__cause__
             refused = connection.session_rejected and is_generic_http_error(cause)
@@ -137,7 +154,7 @@ class SdkMcpGateway:
                 raise
             logger.info("MCP session lost; reconnecting", extra={"integration_id": str(target.integration_id)})
             connection = await self._pool.session(target, stdio)
-            return await connection.request(operation, doing=doing)
+            return await connection.request(operation, doing=doing, bounded=bounded)
 
     async def _catalog(
         self,
@@ -199,6 +216,7 @@ class SdkMcpGateway:
         *,
         answers: Mapping[str, McpAnswer] | None = None,
         request_state: str | None = None,
+        on_question: QuestionAsker | None = None,
     ) -> McpToolResult | McpInputRequired:
         async def progressed(progress: float, total: float | None, message: str | None) -> None:
             if on_progress is None:
@@ -209,6 +227,24 @@ class SdkMcpGateway:
                 logger.debug("a tool call's progress could not be told", exc_info=True)
 
         async def call(client: Client) -> McpToolResult | McpInputRequired:
+            if on_question is None:
+                return await exchange(client, target.timeout_seconds)
+            loop = asyncio.get_running_loop()
+            async with asyncio.timeout(target.timeout_seconds) as limit:
+
+                async def asked(question: McpQuestion) -> McpAnswer:
+                    with contextlib.suppress(RuntimeError):  # the call may have ended meanwhile
+                        limit.reschedule(None)  # the time the user takes is not the server's
+                    try:
+                        return await on_question(question)
+                    finally:
+                        with contextlib.suppress(RuntimeError):
+                            limit.reschedule(loop.time() + target.timeout_seconds)
+
+                with questions_to(client.session, asked):
+                    return await exchange(client, ASKING_READ_TIMEOUT)
+
+        async def exchange(client: Client, read_timeout: float) -> McpToolResult | McpInputRequired:
             responses: types.InputResponses | None = None
             if answers:
                 responses = {
@@ -221,7 +257,7 @@ class SdkMcpGateway:
                 return await client.session.call_tool(
                     name,
                     dict(arguments),
-                    read_timeout_seconds=target.timeout_seconds,
+                    read_timeout_seconds=read_timeout,
                     progress_callback=progressed if on_progress is not None else None,
                     input_responses=responses,
                     request_state=state,
@@ -248,7 +284,9 @@ class SdkMcpGateway:
                 await asyncio.sleep(0.05 * 2**again)
             raise McpProtocolError(f"the MCP server kept asking to be called again for tool {name!r}")
 
-        return await self._run(target, call, doing=f"calling tool {name!r}", idempotent=False)
+        return await self._run(
+            target, call, doing=f"calling tool {name!r}", idempotent=False, bounded=on_question is None
+        )
 
     async def read_resource(self, target: McpTarget, uri: str) -> Sequence[McpResourceContent]:
         async def read(client: Client) -> list[McpResourceContent]:

@@ -22,6 +22,7 @@ from application.ports.mcp import (
     McpTarget,
     McpToolInfo,
     McpToolResult,
+    QuestionAsker,
     ToolProgress,
 )
 from application.ports.native_tools import CommandSpec, ProcessOutput, SearchHit, WebPage
@@ -369,6 +370,7 @@ class FakeGateway:
         *,
         answers: Mapping[str, McpAnswer] | None = None,
         request_state: str | None = None,
+        on_question: QuestionAsker | None = None,
     ) -> McpToolResult | McpInputRequired:
         self._use(target, "call_tool")
         self.tool_calls.append((name, dict(arguments)))

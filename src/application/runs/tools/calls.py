@@ -5,6 +5,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from application.ports.llm import ModelToolCall
+from application.ports.mcp import McpAnswer, McpQuestion
+from application.runs.questions import LiveQuestions
 from application.runs.step import RunState
 from application.runs.tools.handler import ToolContext, ToolHandler, ToolOutcome, truncate
 from domain.run_events import RunEvent, ToolCallCompleted, ToolCallProgress
@@ -29,8 +31,10 @@ class StepResults:
 
 
 class ToolCalls:
-    def __init__(self, handlers: Mapping[ToolType, ToolHandler], limits: ToolLimits) -> None:
-        self._handlers, self._limits = handlers, limits
+    def __init__(
+        self, handlers: Mapping[ToolType, ToolHandler], limits: ToolLimits, questions: LiveQuestions | None = None
+    ) -> None:
+        self._handlers, self._limits, self._questions = handlers, limits, questions
 
     async def __call__(self, state: RunState, calls: Sequence[ModelToolCall]) -> StepResults:
         completed: list[RunEvent] = []
@@ -41,8 +45,15 @@ class ToolCalls:
                 payload = ToolCallProgress(tool_call_id=call.id, progress=value, total=total, message=message)
                 await state.events.publish(state.events.make(payload))
 
+            ask = None
+            if self._questions is not None:
+                questions = self._questions
+
+                async def ask(question: McpQuestion) -> McpAnswer:
+                    return await questions.ask(state, call.id, call.name, question)
+
             answered = tuple(q for q in state.run.answered_questions if q.tool_call_id == call.id)
-            outcome = await self._call(call, state, replace(context, progress=progress, answered=answered))
+            outcome = await self._call(call, state, replace(context, progress=progress, answered=answered, ask=ask))
             if not outcome.waits:
                 payload = ToolCallCompleted(
                     tool_call_id=call.id, name=call.name, is_error=outcome.is_error, result=outcome.text

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from application.ports.llm import ModelToolCall
-from application.ports.mcp import ToolProgress
+from application.ports.mcp import QuestionAsker, ToolProgress
 from application.ports.tracing import RunTrace
 from domain.agents import Agent
 from domain.elicitation import Elicitation
@@ -27,6 +27,8 @@ class ToolContext:
     """Tells the run's followers how far this tool call is (set per call)."""
     answered: tuple[Elicitation, ...] = ()
     """The questions the call's server asked, with the user's answers: the call is carried on with them."""
+    ask: QuestionAsker | None = None
+    """Asks the user a question the call's server sends while the call is open (the run waits for the answer)."""
 
 
 @dataclass(frozen=True, kw_only=True)

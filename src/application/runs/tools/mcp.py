@@ -181,6 +181,7 @@ class McpToolCall:
                     }
                     or None,
                     request_state=answered[0].request_state if answered else None,
+                    on_question=context.ask,
                 )
             )
         except Exception as error:

@@ -77,6 +77,7 @@ def _question_to_json(question: Elicitation) -> dict[str, Any]:
         "message": question.message,
         "requested_schema": dict(question.requested_schema),
         "request_state": question.request_state,
+        "live": question.live,
         "answer": None
         if answer is None
         else {
@@ -97,6 +98,7 @@ def _question_from_json(data: dict[str, Any]) -> Elicitation:
         message=data["message"],
         requested_schema=data["requested_schema"],
         request_state=data.get("request_state"),
+        live=bool(data.get("live", False)),
         answer=None
         if answer is None
         else ElicitationAnswer(
