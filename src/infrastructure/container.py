@@ -370,7 +370,14 @@ class Container(containers.DeclarativeContainer):
     execute_run = providers.Factory(ExecuteRun)
     metered_execute_run = providers.Factory(MeteredRunExecution, execute_run, metrics)  # every run is counted
     ask_agent = providers.Factory(
-        AskAgent, uow=uow, clock=clock, ids=ids, bus=run_event_bus, runs=metered_execute_run.provider
+        AskAgent,
+        uow=uow,
+        clock=clock,
+        ids=ids,
+        bus=run_event_bus,
+        runs=metered_execute_run.provider,
+        # it executes the runs it answers for itself: no executor
+        answer=providers.Factory(AnswerQuestions, uow=uow, clock=clock, bus=run_event_bus, executor=None).provider,
     )
     tool_handlers = providers.Dict(
         {

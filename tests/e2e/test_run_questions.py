@@ -9,12 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import mcp_types as types
 import pytest
 
+from application.runs.ask_agent import NEEDS_ANSWERS
 from infrastructure.tracing import LangfuseTracer
 from tests.conftest import Tenant
 from tests.databases import fresh_database, off_the_loop
 from tests.e2e.runs import agent_and_thread, messages, settle, sse_events, start
+from tests.e2e.test_mcp_server import mcp_client, publish_agent, text_of
 from tests.fakes.mcp_server import PARTY, FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
 from tests.fakes.otlp_receiver import OtlpReceiver
@@ -347,3 +350,90 @@ async def test_a_run_cancelled_while_a_question_waits_in_an_open_call_ends_once(
     events = sse_events((await client.get(f"/v1/runs/{waiting['id']}/events", headers=tenant.admin)).text)
     assert [e["type"] for e in events].count("run.cancelled") == 1
     assert len(openai.requests) == 1  # the model was not called again
+
+
+# -- a published agent whose run asks, called over /mcp ------------------------------------------------------
+
+
+async def _published_asking_agent(client: httpx.AsyncClient, tenant: Tenant, server: FakeMcpServer) -> None:
+    integration = await client.post(
+        "/v1/mcp-integrations", json={"name": "Tables", "url": server.url}, headers=tenant.admin
+    )
+    assert integration.status_code == 201, integration.text
+    agent = await publish_agent(
+        client,
+        tenant,
+        slug="host",
+        name="Host",
+        model="gpt-test",
+        mcp_integration_ids=[integration.json()["id"]],
+    )
+    assert agent["publish_as_mcp"] is True
+
+
+async def test_a_2026_client_of_a_published_agent_answers_its_runs_question_and_calls_again(
+    client: httpx.AsyncClient, live_url: str, tenant: Tenant, openai: FakeOpenAI, asking_server: FakeMcpServer
+) -> None:
+    await _published_asking_agent(client, tenant, asking_server)
+    openai.reply_tool_calls(FakeToolCall("tables__reserve", {"restaurant": "Chez Ada"}, id="call_mcp"))
+    openai.reply_text("Booked for 5.")
+
+    async with mcp_client(live_url, tenant, mode="2026-07-28") as mcp:
+        asked = await mcp.session.call_tool("host", {"input": "Book Chez Ada"}, allow_input_required=True)
+        assert isinstance(asked, types.InputRequiredResult)
+        assert asked.input_requests is not None
+        [(key, request)] = asked.input_requests.items()
+        assert key == "call_mcp:party"
+        assert isinstance(request, types.ElicitRequest)
+        assert request.params.message == "How many guests at Chez Ada?"
+        run_id = (asked.request_state or "").removeprefix("threadline-run:")
+        assert (await client.get(f"/v1/runs/{run_id}", headers=tenant.admin)).json()["status"] == "requires_action"
+
+        answer = types.ElicitResult(action="accept", content={"guests": 5, "name": "Ed"})
+        done = await mcp.session.call_tool(
+            "host",
+            {"input": "Book Chez Ada"},
+            input_responses={key: answer},
+            request_state=asked.request_state,
+            allow_input_required=True,
+        )
+
+    assert isinstance(done, types.CallToolResult) and not done.is_error
+    assert text_of(done.content[0]) == "Booked for 5."
+    assert openai.requests[-1]["messages"][-1]["content"] == "Table for 5 at Chez Ada, name Ed"
+    assert (await client.get(f"/v1/runs/{run_id}", headers=tenant.admin)).json()["status"] == "completed"
+
+
+async def test_a_handshake_era_client_of_a_published_agent_is_asked_during_the_call(
+    client: httpx.AsyncClient, live_url: str, tenant: Tenant, openai: FakeOpenAI, asking_server: FakeMcpServer
+) -> None:
+    await _published_asking_agent(client, tenant, asking_server)
+    openai.reply_tool_calls(FakeToolCall("tables__reserve", {"restaurant": "Luigi's"}, id="call_old"))
+    openai.reply_text("Booked for 2.")
+    asked: list[str] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"guests": 2, "name": "Flo"})
+
+    async with mcp_client(live_url, tenant, mode="legacy", elicitation_callback=answer) as mcp:
+        done = await mcp.call_tool("host", {"input": "Book Luigi's"})
+
+    assert asked == ["How many guests at Luigi's?"]
+    assert not done.is_error and text_of(done.content[0]) == "Booked for 2."
+    assert openai.requests[-1]["messages"][-1]["content"] == "Table for 2 at Luigi's, name Flo"
+
+
+async def test_a_client_that_cannot_be_asked_gets_a_clear_error_and_the_run_does_not_linger(
+    client: httpx.AsyncClient, live_url: str, tenant: Tenant, openai: FakeOpenAI, asking_server: FakeMcpServer
+) -> None:
+    await _published_asking_agent(client, tenant, asking_server)
+    openai.reply_tool_calls(FakeToolCall("tables__reserve", {"restaurant": "Chez Ada"}, id="call_mute"))
+
+    async with mcp_client(live_url, tenant, mode="legacy") as mcp:
+        done = await mcp.call_tool("host", {"input": "Book Chez Ada"})
+
+    assert done.is_error and text_of(done.content[0]) == NEEDS_ANSWERS
+    assert done.meta is not None
+    run = (await client.get(f"/v1/runs/{done.meta['threadline/run_id']}", headers=tenant.admin)).json()
+    assert run["status"] == "cancelled"

@@ -28,6 +28,8 @@ class AnswerQuestionsCommand:
     caller: Caller
     run_id: RunId
     answers: Sequence[QuestionAnswer] = field(default_factory=tuple)
+    submit: bool = True
+    """Hand the run that goes on to the executor; False: the caller executes it itself (AskAgent)."""
 
 
 class AnswerQuestions:
@@ -35,7 +37,8 @@ class AnswerQuestions:
     its tool calls are made again with the answers (on any process, however much later), or, for questions asked
     while their calls are open, those calls take the answers (see application.runs.questions)."""
 
-    def __init__(self, uow: UnitOfWork, clock: Clock, bus: RunEventBus, executor: RunExecutor) -> None:
+    def __init__(self, uow: UnitOfWork, clock: Clock, bus: RunEventBus, executor: RunExecutor | None) -> None:
+        """Without an executor, the runs that go on are executed by the caller (`submit=False`)."""
         self._uow, self._clock, self._bus, self._executor = uow, clock, bus, executor
 
     async def execute(self, command: AnswerQuestionsCommand) -> Run:
@@ -57,6 +60,6 @@ class AnswerQuestions:
             await uow.commit()
         if recorded:
             await events.publish(*recorded)
-        if resumed:
+        if resumed and command.submit and self._executor is not None:
             await self._executor.submit(org_id, run.id)
         return run

@@ -1,21 +1,30 @@
 """An agent answers one input in a thread of its own, as a real run: a sub-agent's task in a run, or a call
 of a published agent over MCP."""
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from application.caller import Caller
 from application.ports.execution import RunEventBus
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
+from application.runs.answer_questions import AnswerQuestions, AnswerQuestionsCommand, QuestionAnswer
 from application.runs.events import store_ending
 from application.runs.execute_run import RunExecution
 from application.runs.queueing import new_thread, queue_run
 from domain.agents import Agent
+from domain.elicitation import Elicitation, ElicitationAnswer
+from domain.errors import DomainError
 from domain.ids import RunId
 from domain.runs import Run, RunStatus
 
 Progress = Callable[[float, str], Awaitable[None]]
+Answerer = Callable[[Sequence[Elicitation]], Awaitable[Sequence[tuple[str, ElicitationAnswer]]]]
+"""Asks the caller the questions a run waits for, now (an MCP client of the handshake era): the answers by id."""
 NEEDS_CLIENT = "the agent needs tools that a client runs, which no one can run here"
+NEEDS_ANSWERS = "the agent's tools ask the user questions, and no one here can answer them"
+ANSWER_ROUNDS = 10
+"""How many times in one call the caller is asked before the run is left to wait."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +38,22 @@ class Question:
     parent_run_id: RunId | None = None
     depth: int = 0
     """How deep in delegation the new run is."""
+    answerer: Answerer | None = None
+    """Asks the caller the questions of the run's tools now (the run goes on with the answers)."""
+    answers_later: bool = False
+    """The caller answers the run's questions in a call of its own (an MCP client of 2026-07-28, given the run's
+    questions and its id as state): a run that waits for answers is left waiting."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resumption:
+    """The caller's answers to the questions a run asked for it waits for, given later (see Question)."""
+
+    caller: Caller
+    run_id: RunId
+    answers: Sequence[QuestionAnswer]
+    progress: Progress | None = None
+    answerer: Answerer | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,28 +64,83 @@ class Answer:
 
     @property
     def failed(self) -> bool:
-        return self.run.status is not RunStatus.COMPLETED
+        return self.run.status is not RunStatus.COMPLETED and not self.questions
+
+    @property
+    def questions(self) -> tuple[Elicitation, ...]:
+        """What the run waits for the caller to answer (it waits for nothing else)."""
+        return _questions(self.run)
+
+
+def _questions(run: Run) -> tuple[Elicitation, ...]:
+    if run.status is not RunStatus.REQUIRES_ACTION or run.required_action:
+        return ()
+    return tuple(q for q in run.awaiting_input if q.answer is None)
 
 
 class AskAgent:
     """The run executes in the caller's task: cancelling the caller cancels the run. A run that waits for
-    client tools is cancelled, since no client is there to run them."""
+    client tools is cancelled, since no client is there to run them; one that waits for answers to its tools'
+    questions has them from the caller when it can answer (now, or in a call of its own), else is cancelled."""
 
     def __init__(
-        self, uow: UnitOfWork, clock: Clock, ids: IdGenerator, bus: RunEventBus, runs: Callable[[], RunExecution]
+        self,
+        uow: UnitOfWork,
+        clock: Clock,
+        ids: IdGenerator,
+        bus: RunEventBus,
+        runs: Callable[[], RunExecution],
+        answer: Callable[[], AnswerQuestions],
     ) -> None:
         self._uow, self._clock, self._ids, self._bus, self._runs = uow, clock, ids, bus, runs
+        self._answer = answer
 
     async def execute(self, question: Question) -> Answer:
         queued = await self._queue(question)
         if question.progress is not None:
             await question.progress(0.0, "Starting agent")
-        run = await self._runs().execute(queued.org_id, queued.id, depth=question.depth)
-        answer = Answer(run=run, text=await self._text(run))
-        if run.status is RunStatus.REQUIRES_ACTION:
+        run = await self._runs().execute(queued.org_id, queued.id, depth=question.depth, live_questions=False)
+        return await self._settle(run, question.progress, question.answerer, question.answers_later)
+
+    async def resume(self, resumption: Resumption) -> Answer:
+        """The caller's answers to the questions the run waits for; the run goes on, here. Raises RunNotFound,
+        RunNotWaiting, InvalidValue (an answer its question's form refuses)."""
+        run = await self._answer().execute(
+            AnswerQuestionsCommand(
+                caller=resumption.caller,
+                run_id=resumption.run_id,
+                answers=resumption.answers,
+                submit=False,
+            )
+        )
+        run = await self._runs().execute(run.org_id, run.id, live_questions=False)
+        return await self._settle(run, resumption.progress, resumption.answerer, answers_later=True)
+
+    async def _settle(
+        self, run: Run, progress: Progress | None, answerer: Answerer | None, answers_later: bool
+    ) -> Answer:
+        rounds = 0
+        while answerer is not None and _questions(run) and rounds < ANSWER_ROUNDS:
+            rounds += 1
+            given = await answerer(_questions(run))
+            answers = [QuestionAnswer(question_id=i, action=a.action, content=a.content) for i, a in given]
+            try:
+                run = await self._answer().execute(
+                    AnswerQuestionsCommand(
+                        caller=Caller.operator(run.org_id), run_id=run.id, answers=answers, submit=False
+                    )
+                )
+            except DomainError as refused:  # an answer its question's form refuses: the run is cancelled
+                await self._cancel_waiting(run)
+                return Answer(run=await self._stored(run), text=refused.detail)
+            run = await self._runs().execute(run.org_id, run.id, live_questions=False)
+        text = await self._text(run)
+        if run.status is RunStatus.REQUIRES_ACTION and not (answers_later and _questions(run)):
             await self._cancel_waiting(run)
-        if question.progress is not None:
-            await question.progress(1.0, "Failed" if answer.failed else "Completed")
+            run = await self._stored(run)
+        answer = Answer(run=run, text=text)
+        if progress is not None and not answer.questions:
+            await progress(1.0, "Failed" if answer.failed else "Completed")
         return answer
 
     async def _queue(self, question: Question) -> Run:
@@ -81,12 +161,16 @@ class AskAgent:
 
     async def _text(self, run: Run) -> str:
         if run.status is RunStatus.REQUIRES_ACTION:
-            return NEEDS_CLIENT
+            return NEEDS_ANSWERS if _questions(run) else NEEDS_CLIENT
         if run.status is not RunStatus.COMPLETED:
             return run.error.message if run.error else f"the run ended {run.status.value}"
         async with self._uow.read_only() as uow:
             last = await uow.messages.last(run.org_id, run.thread_id)
         return last.text if last is not None else ""
+
+    async def _stored(self, run: Run) -> Run:
+        async with self._uow.read_only() as uow:
+            return await uow.runs.get(run.org_id, run.id) or run
 
     async def _cancel_waiting(self, run: Run) -> None:
         async with self._uow as uow:

@@ -25,7 +25,7 @@ STORAGE_FAILURE = "the database became unavailable while the run was executing"
 class RunExecution(Protocol):
     """What executes a run: ExecuteRun itself, or ExecuteRun wrapped (counted in the metrics)."""
 
-    async def execute(self, org_id: OrgId, run_id: RunId, *, depth: int = 0) -> Run: ...
+    async def execute(self, org_id: OrgId, run_id: RunId, *, depth: int = 0, live_questions: bool = True) -> Run: ...
 
 
 class ExecuteRun:
@@ -45,9 +45,11 @@ class ExecuteRun:
         self._recorder, self._assembler, self._model, self._tools = recorder, assembler, model, tools
         self._tracer = tracer
 
-    async def execute(self, org_id: OrgId, run_id: RunId, *, depth: int = 0) -> Run:
+    async def execute(self, org_id: OrgId, run_id: RunId, *, depth: int = 0, live_questions: bool = True) -> Run:
         """The run as it stands when it stops: ended, or waiting for the client. Raises RunNotFound, or
-        StorageUnavailable when the run cannot be started (it stays queued, for recovery)."""
+        StorageUnavailable when the run cannot be started (it stays queued, for recovery). `live_questions`:
+        whether its tool calls may wait for the user's answers while they are open (no, when nobody could answer
+        through the run API: a run asked for over MCP or by another run)."""
         began = await self._recorder.begin(org_id, run_id)
         if isinstance(began, Run):
             return began
@@ -59,6 +61,7 @@ class ExecuteRun:
             history_summary=began.summary,
             trace=self._trace(began),
             depth=depth,
+            live_questions=live_questions,
         )
         try:
             await self._loop(state)

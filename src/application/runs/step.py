@@ -40,6 +40,8 @@ class RunState:
     """The tools offered to the model, assembled when the loop starts."""
     depth: int = 0
     """How deep in delegation this run is: 0 for a run started by a client, 1 for its sub-agents' runs..."""
+    live_questions: bool = True
+    """Whether its open tool calls may wait for the user's answers to their servers' questions."""
     history_summary: HistorySummary | None = None
     """The thread's summary of its oldest messages (read when the agent summarizes what requests leave out), as
     the run's steps extend it."""

@@ -7,15 +7,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from application.caller import Caller
-from application.errors import PublishedNotFound
+from application.errors import PublishedNotFound, RunNotFound
 from application.ports.limits import NoRunRateLimit, RateLimited, RunRateLimit
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock
 from application.ports.template_files import TemplateFiles
-from application.runs.ask_agent import AskAgent, Progress, Question
+from application.runs.answer_questions import QuestionAnswer
+from application.runs.ask_agent import Answer, Answerer, AskAgent, Progress, Question, Resumption
 from application.use_cases.prompt_templates import TemplateView, all_templates
 from domain.agents import Agent
-from domain.errors import InvalidValue
+from domain.elicitation import Elicitation
+from domain.errors import DomainError, InvalidValue
+from domain.ids import RunId
 from domain.mcp_prompts import PromptMessage, PromptResult
 from domain.prompt_templates import ArgumentType, MissingArguments, joined
 from domain.runs import Run
@@ -121,11 +124,24 @@ class ListPublished:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ResumedCall:
+    run_id: RunId
+    answers: Sequence[QuestionAnswer]
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolCall:
     caller: Caller
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
     progress: Progress | None = None
+    answerer: Answerer | None = None
+    """Asks the caller, now, what the run's tools ask the user (handshake-era clients that can be asked)."""
+    answers_later: bool = False
+    """The caller answers in a call of its own (2026-07-28 clients): a run that asks is left waiting, and the
+    answer names its questions."""
+    resume: ResumedCall | None = None
+    """This call answers the questions of a run an earlier call left waiting."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +149,12 @@ class ToolAnswer:
     text: str
     is_error: bool
     run: Run | None = None
+    questions: tuple[Elicitation, ...] = ()
+    """What the run (left waiting) asks the caller: answer in a call of its own"""
+
+
+def _answered(answer: Answer) -> ToolAnswer:
+    return ToolAnswer(text=answer.text, is_error=answer.failed, run=answer.run, questions=answer.questions)
 
 
 def _template_arguments(view: TemplateView, raw: Mapping[str, Any]) -> dict[str, str | list[str]]:
@@ -165,6 +187,8 @@ class CallPublishedTool:
         self._rate_limit = rate_limit or NoRunRateLimit()
 
     async def execute(self, call: ToolCall) -> ToolAnswer:
+        if call.resume is not None:
+            return await self._resume(call, call.resume)
         try:
             await self._rate_limit.take(call.caller.org_id)  # each call is a run of the organization
         except RateLimited as error:
@@ -179,9 +203,16 @@ class CallPublishedTool:
             if not isinstance(text, str) or not text.strip():
                 return ToolAnswer(text="input is required: the task for the agent, as text", is_error=True)
             answer = await self._ask.execute(
-                Question(agent=agent, input=text, title=f"MCP call of {agent.slug}", progress=call.progress)
+                Question(
+                    agent=agent,
+                    input=text,
+                    title=f"MCP call of {agent.slug}",
+                    progress=call.progress,
+                    answerer=call.answerer,
+                    answers_later=call.answers_later,
+                )
             )
-            return ToolAnswer(text=answer.text, is_error=answer.failed, run=answer.run)
+            return _answered(answer)
         if view is None:
             raise PublishedNotFound(f"no published tool named {call.name!r}")
         if template_agent is None:
@@ -194,9 +225,31 @@ class CallPublishedTool:
         await self._remember(call.caller, view, values)
         title = f"Prompt template {view.template.name}"
         answer = await self._ask.execute(
-            Question(agent=template_agent, input=joined(messages), title=title, progress=call.progress)
+            Question(
+                agent=template_agent,
+                input=joined(messages),
+                title=title,
+                progress=call.progress,
+                answerer=call.answerer,
+                answers_later=call.answers_later,
+            )
         )
-        return ToolAnswer(text=answer.text, is_error=answer.failed, run=answer.run)
+        return _answered(answer)
+
+    async def _resume(self, call: ToolCall, resumed: ResumedCall) -> ToolAnswer:
+        try:
+            answer = await self._ask.resume(
+                Resumption(
+                    caller=call.caller,
+                    run_id=resumed.run_id,
+                    answers=resumed.answers,
+                    progress=call.progress,
+                    answerer=call.answerer,
+                )
+            )
+        except (RunNotFound, DomainError) as error:
+            return ToolAnswer(text=error.detail, is_error=True)
+        return _answered(answer)
 
     @staticmethod
     async def _template_agent(uow: UnitOfWork, caller: Caller, view: TemplateView) -> Agent | None:

@@ -32,6 +32,7 @@ from application.caller import Caller
 from application.errors import InvalidCursor, PublishedNotFound, SourceNotFound
 from application.pagination import PageRequest
 from application.ports.persistence import SourceSummary
+from application.runs.answer_questions import QuestionAnswer
 from application.use_cases.mcp_publishing import (
     CallPublishedTool,
     CompleteArgument,
@@ -39,12 +40,14 @@ from application.use_cases.mcp_publishing import (
     ListPublished,
     PublishedPrompt,
     PublishedTool,
+    ResumedCall,
     ToolAnswer,
     ToolCall,
 )
 from application.use_cases.sources import GetSource, ListSources
+from domain.elicitation import Elicitation, ElicitationAction, ElicitationAnswer
 from domain.errors import InvalidValue
-from domain.ids import OrgId, SourceId
+from domain.ids import OrgId, RunId, SourceId
 from domain.mcp_prompts import PromptResult
 from domain.sources import Source, SourceKind
 from infrastructure.http.text_guard import NUL_REFUSED, nul_location
@@ -149,6 +152,63 @@ def _tool_result(answer: ToolAnswer) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=answer.text)], is_error=answer.is_error, _meta=meta
     )
+
+
+RUN_STATE = "threadline-run:"
+"""The request state of an InputRequiredResult of a published agent: the run that waits for the answers."""
+
+
+def _input_required(answer: ToolAnswer) -> types.InputRequiredResult:
+    """The questions of the run the call left waiting, for a 2026-07-28 client to answer in a call of its own."""
+    assert answer.run is not None
+    return types.InputRequiredResult(
+        input_requests={
+            q.id: types.ElicitRequest(
+                params=types.ElicitRequestFormParams(message=q.message, requested_schema=dict(q.requested_schema))
+            )
+            for q in answer.questions
+        },
+        request_state=f"{RUN_STATE}{answer.run.id}",
+    )
+
+
+def _resumed(params: types.CallToolRequestParams) -> ResumedCall:
+    """The run an earlier call left waiting, and the client's answers to its questions."""
+    state = params.request_state or ""
+    try:
+        run_id = RunId(UUID(state.removeprefix(RUN_STATE))) if state.startswith(RUN_STATE) else None
+    except ValueError:
+        run_id = None
+    if run_id is None:
+        raise MCPError(types.INVALID_PARAMS, "requestState is not one this server gave")
+    answers = [
+        QuestionAnswer(question_id=key, action=ElicitationAction(result.action), content=result.content)
+        for key, result in (params.input_responses or {}).items()
+        if isinstance(result, types.ElicitResult)
+    ]
+    return ResumedCall(run_id=run_id, answers=answers)
+
+
+@dataclass(frozen=True)
+class _SessionAnswerer:
+    """Asks a handshake-era client (one that declared elicitation) the questions of the run its call started."""
+
+    session: ServerSession
+    request_id: types.RequestId | None
+
+    async def __call__(self, questions: Sequence[Elicitation]) -> list[tuple[str, ElicitationAnswer]]:
+        answers = []
+        for question in questions:
+            try:
+                result = await self.session.elicit_form(
+                    question.message, dict(question.requested_schema), related_request_id=self.request_id
+                )
+                answer = ElicitationAnswer(action=ElicitationAction(result.action), content=result.content)
+            except MCPError:
+                logger.info("an MCP client could not answer a question", exc_info=True)
+                answer = ElicitationAnswer(action=ElicitationAction.CANCEL)
+            answers.append((question.id, answer))
+        return answers
 
 
 @dataclass(frozen=True)
@@ -347,17 +407,31 @@ class PublishingServer:
         catalog = await self._list().execute(caller)
         return types.ListToolsResult(tools=[_tool(t) for t in catalog.tools])
 
-    async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        self, ctx: Context, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """A published agent's run whose tools ask the user questions: a 2026-07-28 client gets them as an
+        InputRequiredResult (the run waits; the client calls again with the answers and the state); a
+        handshake-era client that can be asked gets `elicitation/create` during the call."""
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        can_ask = not modern and ctx.session.check_client_capability(
+            types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        )
         call = ToolCall(
             caller=caller_of(ctx),
             name=params.name,
             arguments=params.arguments or {},
             progress=_SessionProgress(ctx.session),
+            answerer=_SessionAnswerer(ctx.session, ctx.request_id) if can_ask else None,
+            answers_later=modern,
+            resume=_resumed(params) if modern and params.request_state is not None else None,
         )
         try:
             answer = await self._call().execute(call)
         except PublishedNotFound as error:
             raise MCPError(types.INVALID_PARAMS, error.detail) from None
+        if answer.questions and modern:
+            return _input_required(answer)
         return _tool_result(answer)
 
     async def list_prompts(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:

@@ -6,6 +6,7 @@ from uuid import UUID
 
 from application.caller import Caller
 from application.retrieval import PassageSearch
+from application.runs.answer_questions import AnswerQuestions
 from application.runs.ask_agent import AskAgent
 from application.runs.execute_run import ExecuteRun
 from application.runs.model_call import ModelCall
@@ -88,7 +89,14 @@ class FakeApp:
         )
 
     def ask_agent(self) -> AskAgent:
-        return AskAgent(self.uow, self.clock, self.ids, self.bus, self.execute_run)
+        return AskAgent(
+            self.uow,
+            self.clock,
+            self.ids,
+            self.bus,
+            self.execute_run,
+            lambda: AnswerQuestions(self.uow, self.clock, self.bus, executor=None),
+        )
 
     def assembler(self) -> ToolAssembler:
         return ToolAssembler(self.uow, self.secrets, self.gateway, self.commands, self.search, self.sandbox)

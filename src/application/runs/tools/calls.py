@@ -46,7 +46,7 @@ class ToolCalls:
                 await state.events.publish(state.events.make(payload))
 
             ask = None
-            if self._questions is not None:
+            if self._questions is not None and state.live_questions:
                 questions = self._questions
 
                 async def ask(question: McpQuestion) -> McpAnswer:
