@@ -18,6 +18,7 @@ class RunEventType(StrEnum):
     TOOL_CALL_STARTED = "tool_call.started"
     TOOL_CALL_COMPLETED = "tool_call.completed"
     TOOL_CALL_PROGRESS = "tool_call.progress"
+    TOOL_CALL_LOG = "tool_call.log"
     REQUIRES_ACTION = "run.requires_action"
     COMPLETED = "run.completed"
     FAILED = "run.failed"
@@ -137,6 +138,19 @@ class ToolCallProgress:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ToolCallLog:
+    """A log message of a tool call, as the tool sends it (an MCP server's `notifications/message`); not stored."""
+
+    type: ClassVar[RunEventType] = RunEventType.TOOL_CALL_LOG
+    tool_call_id: str
+    level: str
+    """debug, info, notice, warning, error, critical, alert or emergency"""
+    logger: str | None = None
+    data: Any = None
+    """What the server logged: text, or any JSON value"""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ContextTrimmed:
     """A model call's request left out part of the thread to fit the model's context window."""
 
@@ -165,6 +179,7 @@ RunEventPayload = (
     | ToolCallStarted
     | ToolCallCompleted
     | ToolCallProgress
+    | ToolCallLog
     | ContextTrimmed
 )
 

@@ -19,6 +19,7 @@ from application.ports.mcp import (
     McpTarget,
     McpToolResult,
     QuestionAsker,
+    ToolLog,
     ToolProgress,
 )
 from application.runs.execute_run import ExecuteRun
@@ -196,9 +197,17 @@ class MeteredMcpGateway:
         answers: Mapping[str, McpAnswer] | None = None,
         request_state: str | None = None,
         on_question: QuestionAsker | None = None,
+        on_log: ToolLog | None = None,
     ) -> McpToolResult | McpInputRequired:
         called = self._gateway.call_tool(
-            target, name, arguments, on_progress, answers=answers, request_state=request_state, on_question=on_question
+            target,
+            name,
+            arguments,
+            on_progress,
+            answers=answers,
+            request_state=request_state,
+            on_question=on_question,
+            on_log=on_log,
         )
         result: McpToolResult | McpInputRequired = await self._timed(target, "tool", called)
         return result

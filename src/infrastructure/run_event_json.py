@@ -20,6 +20,7 @@ from domain.run_events import (
     RunInProgress,
     RunRequiresAction,
     ToolCallCompleted,
+    ToolCallLog,
     ToolCallProgress,
     ToolCallStarted,
 )
@@ -54,6 +55,13 @@ def event_data(payload: RunEventPayload) -> dict[str, Any]:
                 "progress": payload.progress,
                 "total": payload.total,
                 "message": payload.message,
+            }
+        case ToolCallLog():
+            return {
+                "tool_call_id": payload.tool_call_id,
+                "level": payload.level,
+                "logger": payload.logger,
+                "data": payload.data,
             }
         case ToolCallCompleted():
             return {
@@ -123,6 +131,10 @@ def event_payload(event_type: RunEventType, data: Mapping[str, Any]) -> RunEvent
                 progress=data["progress"],
                 total=data.get("total"),
                 message=data.get("message"),
+            )
+        case RunEventType.TOOL_CALL_LOG:
+            return ToolCallLog(
+                tool_call_id=data["tool_call_id"], level=data["level"], logger=data.get("logger"), data=data.get("data")
             )
         case RunEventType.TOOL_CALL_COMPLETED:
             return ToolCallCompleted(

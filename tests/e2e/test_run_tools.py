@@ -67,7 +67,7 @@ async def test_source_query_searches_what_the_thread_imported(
     assert missing["result"] == "No passage of this thread's sources matches 'zebra'."
 
 
-async def test_an_mcp_tools_progress_reaches_the_runs_followers(
+async def test_an_mcp_tools_progress_and_log_messages_reach_the_runs_followers(
     client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, mcp_server: FakeMcpServer
 ) -> None:
     integration = (
@@ -91,6 +91,12 @@ async def test_an_mcp_tools_progress_reaches_the_runs_followers(
     kinds = [e["type"] for e in events]
     assert kinds.index("tool_call.started") < kinds.index("tool_call.progress")
     assert kinds.index("tool_call.progress") < kinds.index("tool_call.completed")
+    logs = [e["data"] for e in events if e["type"] == "tool_call.log"]
+    assert logs == [
+        {"tool_call_id": "call_steps", "level": "info", "logger": "steps", "data": f"working on step {step}"}
+        for step in (1, 2, 3)
+    ]
+    assert kinds.index("tool_call.log") < kinds.index("tool_call.completed")
 
 
 async def test_a_displayable_tool_waits_for_the_client(

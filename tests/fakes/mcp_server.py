@@ -12,12 +12,14 @@ import base64
 import collections
 import contextlib
 import json
+import warnings
 from collections.abc import AsyncIterator
 from typing import Any
 
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPDeprecationWarning
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tests.fakes.loopback import LoopbackServer
@@ -90,7 +92,7 @@ class FakeMcpServer:
             _tool("hang", "Never answers"),
             _tool("grow", "Adds a tool named `extra` and announces it"),
             _tool("stats", "Returns structured content only"),
-            _tool("steps", "Works in three steps, reporting its progress"),
+            _tool("steps", "Works in three steps, logging and reporting its progress"),
         ]
         if asks:
             self.tools.append(_tool("reserve", "Reserves a table, asking the user how many guests", RESTAURANT))
@@ -167,6 +169,11 @@ class FakeMcpServer:
                     return types.CallToolResult(content=[text(type="text", text="grown")])
                 case "steps":
                     for step in (1, 2, 3):
+                        with warnings.catch_warnings():  # logging is deprecated in 2026-07-28; servers still log
+                            warnings.simplefilter("ignore", MCPDeprecationWarning)
+                            await ctx.session.send_log_message(
+                                "info", f"working on step {step}", logger="steps", related_request_id=ctx.request_id
+                            )
                         await ctx.session.report_progress(step, 3, f"step {step} of 3")
                     return types.CallToolResult(content=[text(type="text", text="all three steps done")])
                 case "reserve":

@@ -141,6 +141,9 @@ QuestionAsker = Callable[[McpQuestion], Awaitable[McpAnswer]]
 ToolProgress = Callable[[float, float | None, str | None], Awaitable[None]]
 """How far a tool call is: progress, total (if known), message."""
 
+ToolLog = Callable[[str, str | None, Any], Awaitable[None]]
+"""A log message a server sends during a tool call: level, logger (if named), data."""
+
 
 class McpGateway(Protocol):
     """Talks to an integration's MCP server. Raises the typed Mcp* errors of application.errors."""
@@ -163,11 +166,13 @@ class McpGateway(Protocol):
         answers: Mapping[str, McpAnswer] | None = None,
         request_state: str | None = None,
         on_question: QuestionAsker | None = None,
+        on_log: ToolLog | None = None,
     ) -> McpToolResult | McpInputRequired:
-        """`on_progress` hears the server's progress notifications for this call. A server that needs the user's
-        input first answers with McpInputRequired; the call is then made again with the `answers` (by question
-        key) and its `request_state`. A handshake-era server asks during the call instead: `on_question` gets the
-        answer (the call's timeout does not run meanwhile); without it the server is told no."""
+        """`on_progress` hears the server's progress notifications for this call, `on_log` the log messages it sends
+        during it. A server that needs the user's input first answers with McpInputRequired; the call is then made
+        again with the `answers` (by question key) and its `request_state`. A handshake-era server asks during the
+        call instead: `on_question` gets the answer (the call's timeout does not run meanwhile); without it the
+        server is told no."""
         ...
 
     async def read_resource(self, target: McpTarget, uri: str) -> Sequence[McpResourceContent]: ...

@@ -27,6 +27,7 @@ from application.ports.mcp import (
     McpTarget,
     McpToolResult,
     QuestionAsker,
+    ToolLog,
     ToolProgress,
 )
 from application.ports.persistence import UnitOfWork
@@ -57,6 +58,8 @@ class ExecuteMcpToolCommand:
     """The user's answers to the server's questions, by key, and the state the server sent with them"""
     on_question: QuestionAsker | None = None
     """Asks the user what a handshake-era server asks while the call is open"""
+    on_log: ToolLog | None = None
+    """Hears the log messages the server sends during the call"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +126,7 @@ class ExecuteMcpTool:
             answers=command.answers,
             request_state=command.request_state,
             on_question=command.on_question,
+            on_log=command.on_log,
         )
         if isinstance(result, McpInputRequired):
             if not command.may_ask:

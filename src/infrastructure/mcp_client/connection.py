@@ -12,6 +12,7 @@ import logging
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -25,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from application.errors import McpConnectionFailed, McpTimeout
-from application.ports.mcp import McpQuestion, McpTarget, QuestionAsker
+from application.ports.mcp import McpQuestion, McpTarget, QuestionAsker, ToolLog
 from domain.integrations import Transport
 from infrastructure.mcp_client.errors import translate
 from infrastructure.mcp_client.oauth import auth_failure
@@ -148,22 +149,43 @@ class _Transport:
         return await self._stack.__aexit__(exc_type, exc, tb)
 
 
-_ASKERS: "weakref.WeakKeyDictionary[Any, list[QuestionAsker]]" = weakref.WeakKeyDictionary()
-"""The calls open on each session that can ask the user a question, by session."""
-_ASKER: contextvars.ContextVar[QuestionAsker | None] = contextvars.ContextVar("mcp_asker", default=None)
+@dataclass(frozen=True, eq=False)
+class OpenCall:
+    """A tool call open on a session: who hears what its server sends during it, besides the result."""
+
+    ask: QuestionAsker | None = None
+    log: ToolLog | None = None
+
+
+_OPEN: "weakref.WeakKeyDictionary[Any, list[OpenCall]]" = weakref.WeakKeyDictionary()
+"""The calls open on each session, by session."""
+_CALL: contextvars.ContextVar[OpenCall | None] = contextvars.ContextVar("mcp_open_call", default=None)
 
 
 @contextlib.contextmanager
-def questions_to(session: Any, asker: QuestionAsker) -> Iterator[None]:
-    """While a call is open on `session`, a question its server asks (`elicitation/create`) goes to `asker`."""
-    askers = _ASKERS.setdefault(session, [])
-    askers.append(asker)
-    token = _ASKER.set(asker)
+def open_call(session: Any, call: OpenCall) -> Iterator[None]:
+    """While a call is open on `session`, what its server sends during it (`elicitation/create`,
+    `notifications/message`) goes to `call`."""
+    calls = _OPEN.setdefault(session, [])
+    calls.append(call)
+    token = _CALL.set(call)
     try:
         yield
     finally:
-        _ASKER.reset(token)
-        askers.remove(asker)
+        _CALL.reset(token)
+        calls.remove(call)
+
+
+def _call_of(session: Any, hears: Callable[[OpenCall], bool]) -> OpenCall | str:
+    """The call a server's request or notification belongs to: the one whose task it arrived in when the
+    transport tells (Streamable HTTP), else the only call open on the session that hears it; else why not."""
+    call = _CALL.get()
+    if call is not None:
+        return call
+    calls = [c for c in _OPEN.get(session) or [] if hears(c)]
+    if len(calls) == 1:
+        return calls[0]
+    return "no call of a run is open" if not calls else f"{len(calls)} calls are open on this session"
 
 
 async def _asked_during_a_call(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
@@ -173,15 +195,11 @@ async def _asked_during_a_call(context: Any, params: types.ElicitRequestParams) 
     arrived in when the transport tells, else the only call open on the session that can ask."""
     if not isinstance(params, types.ElicitRequestFormParams):
         return types.ErrorData(code=types.INVALID_PARAMS, message="Threadline offers form elicitation only")
-    asker = _ASKER.get()
-    if asker is None:
-        askers = _ASKERS.get(context.session) or []
-        if len(askers) != 1:
-            why = "no call of a run is open" if not askers else f"{len(askers)} calls are open on this session"
-            return types.ErrorData(
-                code=types.INVALID_REQUEST, message=f"Threadline cannot ask the user: {why} to tell which one asks"
-            )
-        asker = askers[0]
+    call = _call_of(context.session, lambda c: c.ask is not None)
+    if isinstance(call, str) or call.ask is None:
+        why = call if isinstance(call, str) else "the call that asks cannot wait for the user"
+        return types.ErrorData(code=types.INVALID_REQUEST, message=f"Threadline cannot ask the user: {why}")
+    asker = call.ask
     question = McpQuestion(key="", message=params.message, requested_schema=dict(params.requested_schema))
     try:
         answer = await asker(question)
@@ -257,6 +275,7 @@ class McpConnection:
                 read_timeout_seconds=self.target.timeout_seconds,
                 message_handler=self._on_message,
                 elicitation_callback=_asked_during_a_call,
+                logging_callback=self._logged,
                 client_info=CLIENT_INFO,
             ) as client:
                 self._client = client
@@ -303,6 +322,17 @@ class McpConnection:
             self._mark_broken()
             if not started:
                 task_status.started()
+
+    async def _logged(self, params: types.LoggingMessageNotificationParams) -> None:
+        """A log message of the server: told to the call it came with (dropped when that cannot be told)."""
+        session = self._client.session if self._client is not None else None
+        call = _call_of(session, lambda c: c.log is not None)
+        if isinstance(call, str) or call.log is None:
+            return
+        try:
+            await call.log(params.level, params.logger, params.data)
+        except Exception:  # telling followers must never fail the session
+            logger.debug("a tool call's log message could not be told", exc_info=True)
 
     async def _on_message(self, message: Any) -> None:
         kind = {

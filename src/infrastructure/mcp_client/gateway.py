@@ -26,6 +26,7 @@ from application.ports.mcp import (
     McpToolInfo,
     McpToolResult,
     QuestionAsker,
+    ToolLog,
     ToolProgress,
 )
 from application.ports.oauth import McpAuthorizer
@@ -34,7 +35,7 @@ from domain.integrations import Transport
 from domain.mcp_prompts import PromptResult
 from infrastructure.mcp_client import convert
 from infrastructure.mcp_client.catalog_cache import CatalogCache
-from infrastructure.mcp_client.connection import McpConnection, opened, questions_to
+from infrastructure.mcp_client.connection import McpConnection, OpenCall, open_call, opened
 from infrastructure.mcp_client.errors import is_connection_lost, is_generic_http_error, is_session_gone
 from infrastructure.mcp_client.oauth import auth_for
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
@@ -217,6 +218,7 @@ class SdkMcpGateway:
         answers: Mapping[str, McpAnswer] | None = None,
         request_state: str | None = None,
         on_question: QuestionAsker | None = None,
+        on_log: ToolLog | None = None,
     ) -> McpToolResult | McpInputRequired:
         async def progressed(progress: float, total: float | None, message: str | None) -> None:
             if on_progress is None:
@@ -228,7 +230,8 @@ class SdkMcpGateway:
 
         async def call(client: Client) -> McpToolResult | McpInputRequired:
             if on_question is None:
-                return await exchange(client, target.timeout_seconds)
+                with open_call(client.session, OpenCall(log=on_log)):
+                    return await exchange(client, target.timeout_seconds)
             loop = asyncio.get_running_loop()
             async with asyncio.timeout(target.timeout_seconds) as limit:
 
@@ -241,7 +244,7 @@ class SdkMcpGateway:
                         with contextlib.suppress(RuntimeError):
                             limit.reschedule(loop.time() + target.timeout_seconds)
 
-                with questions_to(client.session, asked):
+                with open_call(client.session, OpenCall(ask=asked, log=on_log)):
                     return await exchange(client, ASKING_READ_TIMEOUT)
 
         async def exchange(client: Client, read_timeout: float) -> McpToolResult | McpInputRequired:
@@ -253,6 +256,13 @@ class SdkMcpGateway:
                 }
             state = request_state
 
+            modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+            # Logging is deprecated in 2026-07-28 (SEP-2577), where a request opts in to the log messages of its own
+            # stream: a call whose logs are heard asks for them from info up.
+            meta: types.RequestParamsMeta | None = (
+                {types.LOG_LEVEL_META_KEY: "info"} if on_log is not None and modern else None
+            )
+
             async def send() -> Any:
                 return await client.session.call_tool(
                     name,
@@ -261,6 +271,7 @@ class SdkMcpGateway:
                     progress_callback=progressed if on_progress is not None else None,
                     input_responses=responses,
                     request_state=state,
+                    meta=meta,
                     allow_input_required=True,
                 )
 
@@ -268,7 +279,7 @@ class SdkMcpGateway:
                 try:
                     result = await send()
                 except MCPError as mismatch:
-                    if mismatch.code != HEADER_MISMATCH or client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                    if mismatch.code != HEADER_MISMATCH or not modern:
                         raise
                     # The spec's recovery (as Client.call_tool does it): this session has not listed the tool, or
                     # its schema changed, so its arguments were not mirrored into headers. List, send once more.

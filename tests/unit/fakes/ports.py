@@ -23,6 +23,7 @@ from application.ports.mcp import (
     McpToolInfo,
     McpToolResult,
     QuestionAsker,
+    ToolLog,
     ToolProgress,
 )
 from application.ports.native_tools import CommandSpec, ProcessOutput, SearchHit, WebPage
@@ -371,6 +372,7 @@ class FakeGateway:
         answers: Mapping[str, McpAnswer] | None = None,
         request_state: str | None = None,
         on_question: QuestionAsker | None = None,
+        on_log: ToolLog | None = None,
     ) -> McpToolResult | McpInputRequired:
         self._use(target, "call_tool")
         self.tool_calls.append((name, dict(arguments)))

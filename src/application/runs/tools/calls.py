@@ -1,17 +1,31 @@
 """Carrying out the tool calls of one step: each by its handler, in parallel when the agent allows."""
 
 import asyncio
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from application.ports.llm import ModelToolCall
 from application.ports.mcp import McpAnswer, McpQuestion
 from application.runs.questions import LiveQuestions
 from application.runs.step import RunState
 from application.runs.tools.handler import ToolContext, ToolHandler, ToolOutcome, truncate
-from domain.run_events import RunEvent, ToolCallCompleted, ToolCallProgress
+from domain.run_events import RunEvent, ToolCallCompleted, ToolCallLog, ToolCallProgress
 from domain.runs import PendingToolCall
 from domain.tools import Tool, ToolType
+
+LOGS_PER_CALL = 200
+"""How many log messages of one tool call its run's followers are told (the rest are dropped)."""
+LOG_DATA_MAX = 4_000
+"""Logged data longer than this (as JSON) is told as its text, cut."""
+
+
+def _bounded(data: Any) -> Any:
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    if len(text) <= LOG_DATA_MAX:
+        return data
+    return text[:LOG_DATA_MAX] + "…"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,6 +59,16 @@ class ToolCalls:
                 payload = ToolCallProgress(tool_call_id=call.id, progress=value, total=total, message=message)
                 await state.events.publish(state.events.make(payload))
 
+            logged = 0
+
+            async def log(level: str, logger: str | None, data: Any) -> None:
+                nonlocal logged
+                logged += 1
+                if logged > LOGS_PER_CALL:
+                    return  # a chatty tool: its result still comes
+                payload = ToolCallLog(tool_call_id=call.id, level=level, logger=logger, data=_bounded(data))
+                await state.events.publish(state.events.make(payload))
+
             ask = None
             if self._questions is not None and state.live_questions:
                 questions = self._questions
@@ -53,7 +77,8 @@ class ToolCalls:
                     return await questions.ask(state, call.id, call.name, question)
 
             answered = tuple(q for q in state.run.answered_questions if q.tool_call_id == call.id)
-            outcome = await self._call(call, state, replace(context, progress=progress, answered=answered, ask=ask))
+            hooks = replace(context, progress=progress, log=log, answered=answered, ask=ask)
+            outcome = await self._call(call, state, hooks)
             if not outcome.waits:
                 payload = ToolCallCompleted(
                     tool_call_id=call.id, name=call.name, is_error=outcome.is_error, result=outcome.text

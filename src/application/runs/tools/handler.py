@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from application.ports.llm import ModelToolCall
-from application.ports.mcp import QuestionAsker, ToolProgress
+from application.ports.mcp import QuestionAsker, ToolLog, ToolProgress
 from application.ports.tracing import RunTrace
 from domain.agents import Agent
 from domain.elicitation import Elicitation
@@ -25,6 +25,8 @@ class ToolContext:
     depth: int = 0
     progress: ToolProgress | None = None
     """Tells the run's followers how far this tool call is (set per call)."""
+    log: ToolLog | None = None
+    """Tells the run's followers what the tool logs during this call (set per call)."""
     answered: tuple[Elicitation, ...] = ()
     """The questions the call's server asked, with the user's answers: the call is carried on with them."""
     ask: QuestionAsker | None = None

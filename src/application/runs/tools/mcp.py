@@ -182,6 +182,7 @@ class McpToolCall:
                     or None,
                     request_state=answered[0].request_state if answered else None,
                     on_question=context.ask,
+                    on_log=context.log,
                 )
             )
         except Exception as error:
