@@ -242,3 +242,12 @@ async def test_a_published_agents_run_is_traced(
     root = await receiver.wait_for_span("run")
     assert run["trace_id"] == root.trace_id
     assert root.json_attribute("langfuse.trace.metadata.run_id") == run["id"]
+
+
+async def test_a_handshake_era_client_is_told_the_lists_it_will_hear_changes_of(live_url: str, tenant: Tenant) -> None:
+    async with mcp_client(live_url, tenant, mode="legacy") as legacy:
+        capabilities = legacy.server_capabilities
+    assert capabilities.tools is not None and capabilities.tools.list_changed is True
+    assert capabilities.prompts is not None and capabilities.prompts.list_changed is True
+    assert capabilities.resources is not None and capabilities.resources.list_changed is True
+    assert capabilities.resources.subscribe is True

@@ -15,6 +15,8 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
@@ -152,6 +154,22 @@ def _tool_result(answer: ToolAnswer) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=answer.text)], is_error=answer.is_error, _meta=meta
     )
+
+
+class _AnnouncingServer(Server[Lifespan]):
+    """Says to handshake-era clients what it does: tell them when the tools, prompts and resources change (the
+    SDK's session manager takes the default options, in which no list changes are announced)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        announced = notification_options or NotificationOptions(
+            prompts_changed=True, resources_changed=True, tools_changed=True
+        )
+        return super().create_initialization_options(announced, experimental_capabilities, extensions)
 
 
 RUN_STATE = "threadline-run:"
@@ -372,7 +390,7 @@ class PublishingServer:
         with warnings.catch_warnings():
             # Handshake-era clients (2025-11-25) still set a log level; the SDK warns that it is deprecated.
             warnings.simplefilter("ignore", MCPDeprecationWarning)
-            server: Server[Lifespan] = Server(
+            server: Server[Lifespan] = _AnnouncingServer(
                 SERVER_NAME,
                 version=SERVER_VERSION,
                 instructions=INSTRUCTIONS,
