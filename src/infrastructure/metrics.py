@@ -12,15 +12,13 @@ from prometheus_client.exposition import generate_latest
 
 from application.ports.llm import LanguageModel, ModelRequest, ModelResponse, TextListener
 from application.ports.mcp import (
-    McpAnswer,
+    NO_HOOKS,
+    McpCallHooks,
     McpGateway,
     McpInputRequired,
     McpResourceContent,
     McpTarget,
     McpToolResult,
-    QuestionAsker,
-    ToolLog,
-    ToolProgress,
 )
 from application.runs.execute_run import ExecuteRun
 from domain.ids import OrgId, RunId
@@ -188,27 +186,9 @@ class MeteredMcpGateway:
                 self._metrics.mcp_errors.labels(*labels).inc()
 
     async def call_tool(
-        self,
-        target: McpTarget,
-        name: str,
-        arguments: Mapping[str, Any],
-        on_progress: ToolProgress | None = None,
-        *,
-        answers: Mapping[str, McpAnswer] | None = None,
-        request_state: str | None = None,
-        on_question: QuestionAsker | None = None,
-        on_log: ToolLog | None = None,
+        self, target: McpTarget, name: str, arguments: Mapping[str, Any], hooks: McpCallHooks = NO_HOOKS
     ) -> McpToolResult | McpInputRequired:
-        called = self._gateway.call_tool(
-            target,
-            name,
-            arguments,
-            on_progress,
-            answers=answers,
-            request_state=request_state,
-            on_question=on_question,
-            on_log=on_log,
-        )
+        called = self._gateway.call_tool(target, name, arguments, hooks)
         result: McpToolResult | McpInputRequired = await self._timed(target, "tool", called)
         return result
 

@@ -23,7 +23,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from application.errors import McpAuthFailed, McpConnectionFailed, McpProtocolError, McpTimeout, UrlNotAllowed
-from application.ports.mcp import McpAnswer, McpInputRequired, McpTarget, McpToolResult
+from application.ports.mcp import McpAnswer, McpCallHooks, McpInputRequired, McpTarget, McpToolResult
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import Transport
 from infrastructure.mcp_client.connection import McpConnection, opened
@@ -413,15 +413,14 @@ async def test_a_server_that_asks_through_the_sdks_resolvers_gets_the_answers_wi
         assert question.requested_schema["required"] == ["guests"]
         answer = {question.key: McpAnswer(action="accept", content={"guests": 3})}
         done = await gateway.call_tool(
-            target, "book", {"restaurant": "Ada's"}, answers=answer, request_state=asked.request_state
+            target, "book", {"restaurant": "Ada's"}, McpCallHooks(answers=answer, request_state=asked.request_state)
         )
         assert text_of(done) == "Table for 3 at Ada's"
         declined = await gateway.call_tool(
             target,
             "book",
             {"restaurant": "Ada's"},
-            answers={question.key: McpAnswer(action="decline")},
-            request_state=asked.request_state,
+            McpCallHooks(answers={question.key: McpAnswer(action="decline")}, request_state=asked.request_state),
         )
         assert isinstance(declined, McpToolResult) and declined.is_error
         assert text_of(declined) == (

@@ -145,6 +145,26 @@ ToolLog = Callable[[str, str | None, Any], Awaitable[None]]
 """A log message a server sends during a tool call: level, logger (if named), data."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class McpCallHooks:
+    """What a tool call hears while it is open, and what it carries on from, besides its arguments."""
+
+    on_progress: ToolProgress | None = None
+    """The server's progress notifications for this call"""
+    on_log: ToolLog | None = None
+    """The log messages the server sends during this call"""
+    on_question: QuestionAsker | None = None
+    """Gets the user's answer to what a handshake-era server asks during the call (the call's timeout does not
+    run meanwhile); without it the server is told no"""
+    answers: Mapping[str, McpAnswer] | None = None
+    request_state: str | None = field(default=None, repr=False)
+    """The user's answers to the questions of the server's McpInputRequired (by key), and its state: the call
+    is made again with them"""
+
+
+NO_HOOKS = McpCallHooks()
+
+
 class McpGateway(Protocol):
     """Talks to an integration's MCP server. Raises the typed Mcp* errors of application.errors."""
 
@@ -157,22 +177,10 @@ class McpGateway(Protocol):
     async def list_resource_templates(self, target: McpTarget) -> Sequence[McpResourceTemplateInfo]: ...
     async def list_prompts(self, target: McpTarget) -> Sequence[McpPromptInfo]: ...
     async def call_tool(
-        self,
-        target: McpTarget,
-        name: str,
-        arguments: Mapping[str, Any],
-        on_progress: ToolProgress | None = None,
-        *,
-        answers: Mapping[str, McpAnswer] | None = None,
-        request_state: str | None = None,
-        on_question: QuestionAsker | None = None,
-        on_log: ToolLog | None = None,
+        self, target: McpTarget, name: str, arguments: Mapping[str, Any], hooks: McpCallHooks = NO_HOOKS
     ) -> McpToolResult | McpInputRequired:
-        """`on_progress` hears the server's progress notifications for this call, `on_log` the log messages it sends
-        during it. A server that needs the user's input first answers with McpInputRequired; the call is then made
-        again with the `answers` (by question key) and its `request_state`. A handshake-era server asks during the
-        call instead: `on_question` gets the answer (the call's timeout does not run meanwhile); without it the
-        server is told no."""
+        """A server that needs the user's input first answers with McpInputRequired; the call is then made again
+        with the answers and the state in `hooks`. See McpCallHooks for what else a call hears."""
         ...
 
     async def read_resource(self, target: McpTarget, uri: str) -> Sequence[McpResourceContent]: ...

@@ -18,7 +18,8 @@ from application.errors import (
 from application.loaded_integrations import LoadedIntegrations
 from application.mcp_access import load_enabled_integration, load_integration, target_of
 from application.ports.mcp import (
-    McpAnswer,
+    NO_HOOKS,
+    McpCallHooks,
     McpContentPart,
     McpGateway,
     McpInputRequired,
@@ -26,9 +27,6 @@ from application.ports.mcp import (
     McpResourceInfo,
     McpTarget,
     McpToolResult,
-    QuestionAsker,
-    ToolLog,
-    ToolProgress,
 )
 from application.ports.persistence import UnitOfWork
 from application.ports.security import SecretBox
@@ -48,18 +46,11 @@ class ExecuteMcpToolCommand:
     integration_id: IntegrationId
     tool_name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
-    on_progress: ToolProgress | None = None
-    """Hears the server's progress notifications for the call"""
+    hooks: McpCallHooks = NO_HOOKS
+    """What the call hears while it is open (progress, logs, questions), and the answers it carries on with"""
     may_ask: bool = False
     """Whether the server may ask the user questions first (in a run, which waits for the answers); else a
     question is McpInputNeeded."""
-    answers: Mapping[str, McpAnswer] | None = None
-    request_state: str | None = None
-    """The user's answers to the server's questions, by key, and the state the server sent with them"""
-    on_question: QuestionAsker | None = None
-    """Asks the user what a handshake-era server asks while the call is open"""
-    on_log: ToolLog | None = None
-    """Hears the log messages the server sends during the call"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,16 +109,7 @@ class ExecuteMcpTool:
         tools = await self._gateway.list_tools(target)
         if not any(t.name == command.tool_name for t in tools) or not integration.tool_filter.allows(command.tool_name):
             raise McpToolNotFound(f"integration {integration.slug!r} has no tool {command.tool_name!r}")
-        result = await self._gateway.call_tool(
-            target,
-            command.tool_name,
-            command.arguments,
-            command.on_progress,
-            answers=command.answers,
-            request_state=command.request_state,
-            on_question=command.on_question,
-            on_log=command.on_log,
-        )
+        result = await self._gateway.call_tool(target, command.tool_name, command.arguments, command.hooks)
         if isinstance(result, McpInputRequired):
             if not command.may_ask:
                 asked = "; ".join(q.message for q in result.questions)

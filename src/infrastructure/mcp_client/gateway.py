@@ -4,7 +4,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import mcp_types as types
 from mcp import Client, StdioServerParameters
@@ -14,7 +14,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from application.errors import InvalidReference, McpConnectionFailed, McpError, McpProtocolError
 from application.ports.mcp import (
+    NO_HOOKS,
     McpAnswer,
+    McpCallHooks,
     McpInputRequired,
     McpPromptInfo,
     McpQuestion,
@@ -25,9 +27,6 @@ from application.ports.mcp import (
     McpTarget,
     McpToolInfo,
     McpToolResult,
-    QuestionAsker,
-    ToolLog,
-    ToolProgress,
 )
 from application.ports.oauth import McpAuthorizer
 from domain.ids import IntegrationId
@@ -209,17 +208,11 @@ class SdkMcpGateway:
         return await self._catalog(target, "prompts", fetch)
 
     async def call_tool(
-        self,
-        target: McpTarget,
-        name: str,
-        arguments: Mapping[str, Any],
-        on_progress: ToolProgress | None = None,
-        *,
-        answers: Mapping[str, McpAnswer] | None = None,
-        request_state: str | None = None,
-        on_question: QuestionAsker | None = None,
-        on_log: ToolLog | None = None,
+        self, target: McpTarget, name: str, arguments: Mapping[str, Any], hooks: McpCallHooks = NO_HOOKS
     ) -> McpToolResult | McpInputRequired:
+        on_progress, on_question, on_log = hooks.on_progress, hooks.on_question, hooks.on_log
+        answers, request_state = hooks.answers, hooks.request_state
+
         async def progressed(progress: float, total: float | None, message: str | None) -> None:
             if on_progress is None:
                 return
@@ -259,9 +252,8 @@ class SdkMcpGateway:
             modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
             # Logging is deprecated in 2026-07-28 (SEP-2577), where a request opts in to the log messages of its own
             # stream: a call whose logs are heard asks for them from info up.
-            meta: types.RequestParamsMeta | None = (
-                {types.LOG_LEVEL_META_KEY: "info"} if on_log is not None and modern else None
-            )
+            opt_in = cast(types.RequestParamsMeta, {types.LOG_LEVEL_META_KEY: "info"})
+            meta = opt_in if on_log is not None and modern else None
 
             async def send() -> Any:
                 return await client.session.call_tool(

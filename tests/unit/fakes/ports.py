@@ -12,7 +12,8 @@ from uuid import UUID
 from application.errors import ModelError, ToolFailure, UrlNotAllowed
 from application.ports.llm import ModelRequest, ModelResponse, ModelToolCall, TextListener
 from application.ports.mcp import (
-    McpAnswer,
+    NO_HOOKS,
+    McpCallHooks,
     McpInputRequired,
     McpPromptInfo,
     McpResourceContent,
@@ -22,9 +23,6 @@ from application.ports.mcp import (
     McpTarget,
     McpToolInfo,
     McpToolResult,
-    QuestionAsker,
-    ToolLog,
-    ToolProgress,
 )
 from application.ports.native_tools import CommandSpec, ProcessOutput, SearchHit, WebPage
 from application.ports.security import MintedKey
@@ -363,16 +361,7 @@ class FakeGateway:
         return self.prompts
 
     async def call_tool(
-        self,
-        target: McpTarget,
-        name: str,
-        arguments: Mapping[str, Any],
-        on_progress: ToolProgress | None = None,
-        *,
-        answers: Mapping[str, McpAnswer] | None = None,
-        request_state: str | None = None,
-        on_question: QuestionAsker | None = None,
-        on_log: ToolLog | None = None,
+        self, target: McpTarget, name: str, arguments: Mapping[str, Any], hooks: McpCallHooks = NO_HOOKS
     ) -> McpToolResult | McpInputRequired:
         self._use(target, "call_tool")
         self.tool_calls.append((name, dict(arguments)))

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from application.errors import ApplicationError, McpIntegrationNotFound
 from application.ports.llm import ModelToolCall
-from application.ports.mcp import McpAnswer
+from application.ports.mcp import McpAnswer, McpCallHooks
 from application.ports.tracing import Level, TraceSpan
 from application.runs.tools.handler import ToolContext, ToolOutcome
 from application.use_cases.mcp_operations import (
@@ -172,17 +172,19 @@ class McpToolCall:
                     integration_id=_integration_id(integration_id),
                     tool_name=remote,
                     arguments=dict(call.arguments),
-                    on_progress=context.progress,
                     may_ask=True,
-                    answers={
-                        q.key: McpAnswer(action=q.answer.action.value, content=q.answer.content)
-                        for q in answered
-                        if q.answer is not None
-                    }
-                    or None,
-                    request_state=answered[0].request_state if answered else None,
-                    on_question=context.ask,
-                    on_log=context.log,
+                    hooks=McpCallHooks(
+                        on_progress=context.progress,
+                        on_log=context.log,
+                        on_question=context.ask,
+                        answers={
+                            q.key: McpAnswer(action=q.answer.action.value, content=q.answer.content)
+                            for q in answered
+                            if q.answer is not None
+                        }
+                        or None,
+                        request_state=answered[0].request_state if answered else None,
+                    ),
                 )
             )
         except Exception as error:
