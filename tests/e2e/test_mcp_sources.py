@@ -2,6 +2,8 @@
 mime type, found by a template, another tenant's never seen; clients of both protocol generations are told
 when sources come and go, and those subscribed to one when it is deleted."""
 
+import json
+
 import httpx
 import mcp_types as types
 import pytest
@@ -40,9 +42,11 @@ async def test_sources_are_listed_and_read_with_their_mime_type(
 
     async with mcp_client(live_url, tenant, mode=mode) as session:
         listed = await session.list_resources()
-        [template] = (await session.list_resource_templates()).resource_templates
+        templates = (await session.list_resource_templates()).resource_templates
         text = (await session.read_resource(garden)).contents
         table = (await session.read_resource(rain)).contents
+        [of_thread] = (await session.read_resource(f"threadline://threads/{thread}/sources")).contents
+        [of_agent] = (await session.read_resource(f"threadline://agents/{agent}/sources")).contents
 
     by_uri = {str(r.uri): r for r in listed.resources}
     assert set(by_uri) == {garden, rain}
@@ -53,7 +57,20 @@ async def test_sources_are_listed_and_read_with_their_mime_type(
     )
     assert f"thread {thread}" in (by_uri[garden].description or "")
     assert (by_uri[rain].name, by_uri[rain].mime_type) == ("rain.csv", "text/csv")
-    assert template.uri_template == "threadline://sources/{source_id}"
+    assert [t.uri_template for t in templates] == [
+        "threadline://sources/{source_id}",
+        "threadline://threads/{thread_id}/sources",
+        "threadline://agents/{agent_id}/sources",
+    ]
+    assert isinstance(of_thread, types.TextResourceContents) and of_thread.mime_type == "application/json"
+    assert json.loads(of_thread.text) == {
+        "sources": [
+            {"uri": garden, "name": "garden.md", "mimeType": "text/markdown", "size": len(MARKDOWN), "kind": "text"}
+        ],
+        "truncated": False,
+    }
+    assert isinstance(of_agent, types.TextResourceContents)
+    assert [s["uri"] for s in json.loads(of_agent.text)["sources"]] == [rain]
     [garden_text] = text
     assert isinstance(garden_text, types.TextResourceContents) and garden_text.mime_type == "text/markdown"
     assert garden_text.text == MARKDOWN.decode()
@@ -69,7 +86,8 @@ async def test_another_organizations_sources_are_neither_listed_nor_read(
     theirs = await uploaded(client, other, f"/v1/threads/{await new_thread(client, other)}/sources", "x.md", MARKDOWN)
     async with mcp_client(live_url, tenant, mode=MODERN) as session:
         assert theirs not in {str(r.uri) for r in (await session.list_resources()).resources}
-        for uri in (theirs, "threadline://sources/not-an-id", "threadline://elsewhere/1"):
+        their_thread = f"threadline://threads/{await new_thread(client, other)}/sources"
+        for uri in (theirs, their_thread, "threadline://sources/not-an-id", "threadline://elsewhere/1"):
             with pytest.raises(MCPError) as refused:
                 await session.read_resource(uri)
             assert (refused.value.code, refused.value.error.data) == (-32602, {"uri": uri})

@@ -2,7 +2,9 @@
 `mcp` SDK's low-level server. Every handler acts for the caller the HTTP layer authenticated."""
 
 import base64
+import json
 import logging
+import re
 import warnings
 import weakref
 from collections import Counter
@@ -31,7 +33,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
 from application.caller import Caller
-from application.errors import InvalidCursor, PublishedNotFound, SourceNotFound
+from application.errors import InvalidCursor, NotFound, PublishedNotFound, SourceNotFound
 from application.pagination import PageRequest
 from application.ports.persistence import SourceSummary
 from application.runs.answer_questions import QuestionAnswer
@@ -49,7 +51,7 @@ from application.use_cases.mcp_publishing import (
 from application.use_cases.sources import GetSource, ListSources
 from domain.elicitation import Elicitation, ElicitationAction, ElicitationAnswer
 from domain.errors import InvalidValue
-from domain.ids import OrgId, RunId, SourceId
+from domain.ids import AgentId, OrgId, RunId, SourceId, ThreadId
 from domain.mcp_prompts import PromptResult
 from domain.sources import Source, SourceKind
 from infrastructure.http.text_guard import NUL_REFUSED, nul_location
@@ -60,11 +62,16 @@ SERVER_NAME = "threadline"
 SERVER_VERSION = "0.1.0"
 INSTRUCTIONS = (
     "Tools, prompts and resources of one Threadline organization: its published agents, its prompt templates, and "
-    "the sources of its threads and agents (threadline://sources/{source_id})."
+    "the sources of its threads and agents (threadline://sources/{source_id}; the sources of one thread or agent: "
+    "threadline://threads/{thread_id}/sources, threadline://agents/{agent_id}/sources)."
 )
 SOURCE_URI_PREFIX = "threadline://sources/"
 SOURCE_PAGE = 100
 """Sources per resources/list page"""
+OWNED_SOURCES = re.compile(r"^threadline://(threads|agents)/([^/]+)/sources$")
+"""A thread's or an agent's sources, as one resource: what they are, as JSON"""
+OWNED_SOURCES_MAX = 1_000
+"""At most this many sources are listed in a thread's or agent's sources resource"""
 
 
 def source_uri(source_id: SourceId) -> str:
@@ -491,17 +498,33 @@ class PublishingServer:
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         caller_of(ctx)
-        template = types.ResourceTemplate(
-            uri_template=SOURCE_URI_PREFIX + "{source_id}",
-            name="source",
-            description="A source of one of the organization's threads or agents, by its id: its text, a table as "
-            "CSV, or its bytes",
-        )
-        return types.ListResourceTemplatesResult(resource_templates=[template])
+        templates = [
+            types.ResourceTemplate(
+                uri_template=SOURCE_URI_PREFIX + "{source_id}",
+                name="source",
+                description="A source of one of the organization's threads or agents, by its id: its text, a table "
+                "as CSV, or its bytes",
+            ),
+            types.ResourceTemplate(
+                uri_template="threadline://threads/{thread_id}/sources",
+                name="thread-sources",
+                description="The sources of one thread: each one's URI, name, type and size, as JSON",
+                mime_type="application/json",
+            ),
+            types.ResourceTemplate(
+                uri_template="threadline://agents/{agent_id}/sources",
+                name="agent-sources",
+                description="The sources of one agent: each one's URI, name, type and size, as JSON",
+                mime_type="application/json",
+            ),
+        ]
+        return types.ListResourceTemplatesResult(resource_templates=templates)
 
     async def read_resource(self, ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         caller = caller_of(ctx)
         uri = str(params.uri)
+        if owned := OWNED_SOURCES.match(uri):
+            return await self._owned_sources(caller, uri, owned.group(1), owned.group(2))
         source_id = _source_id(uri)
         if source_id is None:
             raise _unknown_resource(uri)
@@ -510,6 +533,41 @@ class PublishingServer:
         except SourceNotFound:
             raise _unknown_resource(uri) from None
         return types.ReadResourceResult(contents=[_contents(uri, source)])
+
+    async def _owned_sources(self, caller: Caller, uri: str, owner: str, raw_id: str) -> types.ReadResourceResult:
+        """A thread's or an agent's sources (another organization's thread or agent is unknown)."""
+        try:
+            owner_id = UUID(raw_id)
+        except ValueError:
+            raise _unknown_resource(uri) from None
+        of = {"thread_id": ThreadId(owner_id)} if owner == "threads" else {"agent_id": AgentId(owner_id)}
+        found: list[SourceSummary] = []
+        cursor: str | None = None
+        try:
+            while len(found) < OWNED_SOURCES_MAX:
+                page = await self._list_sources().execute(caller, PageRequest(limit=SOURCE_PAGE, cursor=cursor), **of)
+                found.extend(page.items)
+                if (cursor := page.next_cursor) is None:
+                    break
+        except NotFound:
+            raise _unknown_resource(uri) from None
+        listed = {
+            "sources": [
+                {
+                    "uri": source_uri(s.id),
+                    "name": s.name,
+                    "mimeType": _mime_type(s.kind, s.mime_type),
+                    "size": s.size,
+                    "kind": s.kind.value,
+                }
+                for s in found[:OWNED_SOURCES_MAX]
+            ],
+            "truncated": cursor is not None,
+        }
+        text = json.dumps(listed, ensure_ascii=False)
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=text)]
+        )
 
     async def subscribe(self, ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:
         """A handshake-era client is told (`notifications/resources/updated`) when the source is deleted or
