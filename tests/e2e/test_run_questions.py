@@ -437,3 +437,23 @@ async def test_a_client_that_cannot_be_asked_gets_a_clear_error_and_the_run_does
     assert done.meta is not None
     run = (await client.get(f"/v1/runs/{done.meta['threadline/run_id']}", headers=tenant.admin)).json()
     assert run["status"] == "cancelled"
+
+
+async def test_the_trace_shows_the_wait_for_a_question_asked_during_the_call(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, traced: tuple[LangfuseTracer, OtlpReceiver]
+) -> None:
+    tracer, receiver = traced
+    waiting = await _everything_asks(client, tenant, openai)
+    [question] = waiting["required_action"]["elicitations"]
+    answer = {"elicitation_id": question["id"], "action": "accept", "content": {"name": "Gil"}}
+    await client.post(f"/v1/runs/{waiting['id']}/answers", json={"answers": [answer]}, headers=tenant.admin)
+    assert (await settle(client, tenant, waiting["id"]))["status"] == "completed"
+    await tracer.flush()
+
+    asked = await receiver.wait_for_span("user_question")
+
+    assert asked.json_attribute("langfuse.observation.input")["message"] == question["message"]
+    assert asked.attributes["langfuse.observation.output"] == "accept"
+    assert asked.json_attribute("langfuse.observation.metadata.toolCallId") == "call_ask"
+    tool_call = await receiver.wait_for_span("mcp_tool_call")
+    assert asked.parent_span_id == tool_call.parent_span_id  # both in the run's trace, under its root
