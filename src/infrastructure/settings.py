@@ -186,7 +186,12 @@ class Settings(BaseSettings):
     )
     prompts_dir: Path | None = Field(default=None, description="Directory of prompt templates (*.yaml, *.chatmd)")
     prompts_org: str | None = Field(default=None, description="Slug of the organization the prompts directory serves")
-    prompts_poll_seconds: float = Field(default=2.0, gt=0, description="How often the prompts directory is checked")
+    prompts_poll_seconds: float = Field(
+        default=0.5,
+        gt=0,
+        description="How often the prompts directory is checked (MCP clients are told of a change within this, and "
+        "within 2 s at the default)",
+    )
     prompts_agent: str | None = Field(
         default=None, description="Slug of the agent that answers file templates which name none"
     )

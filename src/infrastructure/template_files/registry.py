@@ -25,7 +25,7 @@ class TemplateFileRegistry:
         org_slug: str | None,
         default_agent: str | None,
         uow: Callable[[], UnitOfWork],
-        poll_seconds: float = 2.0,
+        poll_seconds: float = 0.5,
     ) -> None:
         self._directory, self._org_slug, self._default_agent = directory, org_slug, default_agent
         self._uow = uow
