@@ -44,7 +44,7 @@ class LiveQuestions:
         asked = Elicitation.asked(
             tool_call_id=tool_call_id,
             tool_name=tool_name,
-            key=f"ask-{self._ids.new().hex[:12]}",
+            key=f"ask-{self._ids.new().hex[-12:]}",  # the random end of the id (its start is the time)
             message=question.message,
             requested_schema=question.requested_schema,
             live=True,
@@ -54,7 +54,7 @@ class LiveQuestions:
             input={"message": asked.message, "requested_schema": dict(asked.requested_schema)},
             metadata={"toolCallId": tool_call_id, "elicitationId": asked.id, "operationType": "elicitation"},
         )
-        async with self._bus.subscribe(state.run.id) as events:  # before asking: the answer cannot slip by
+        async with self._bus.subscribe(state.run.id) as events:  # wakes the wait when the run changes (a cancel)
             async with self._uow as uow:
                 state.run.ask_live(asked, self._clock.now())
                 await uow.runs.save(state.run)  # refused if the run was taken over
