@@ -22,8 +22,12 @@ async def test_resource_templates_are_listed_and_an_unknown_resource_is_invalid_
     live_url: str, tenant: Tenant, mode: str
 ) -> None:
     async with mcp_client(live_url, tenant, mode=mode) as session:
-        [template] = (await session.list_resource_templates()).resource_templates
-        assert template.uri_template == "threadline://sources/{source_id}"
+        templates = (await session.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == [
+            "threadline://sources/{source_id}",
+            "threadline://threads/{thread_id}/sources",
+            "threadline://agents/{agent_id}/sources",
+        ]
         with pytest.raises(MCPError) as refused:
             await session.read_resource("threadline://nothing/here")
     assert refused.value.code == -32602
