@@ -2,8 +2,9 @@
 
 A `threadline serve` on a fresh database with a prompts directory; a handshake-era client (told on its GET stream)
 and a 2026-07-28 client (a `subscriptions/listen` stream) stay connected while, round after round, a template file
-is added, then removed, and an agent is published, then unpublished. Each change's latency is the time from the
-change (the file written, or the API's answer) to the first `list_changed` each client receives. The figures are
+is added, then removed, and an agent is published, then unpublished, each at a random moment. Each change's
+latency is the time from the change (the file written, the API request sent) to the first `list_changed` each
+client receives. The figures are
 printed with their ratio to the bound the product promises: every client told within 2 s.
 
     .venv/bin/python -m bench.mcp_changes --backends sqlite,postgresql --rounds 10
@@ -12,6 +13,7 @@ printed with their ratio to the bound the product promises: every client told wi
 import argparse
 import asyncio
 import contextlib
+import random
 import statistics
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -61,22 +63,25 @@ async def _client(running: RunningServer, **options: Any) -> AsyncIterator[Clien
         yield client
 
 
-async def _quiet(legacy: Arrivals, events: "asyncio.Queue[float]") -> None:
+async def _quiet(legacy: Arrivals, events: "asyncio.Queue[float]", rng: random.Random) -> None:
     """Lets the notifications of the last change arrive (one change may be told more than once), then forgets
-    them, so the next change is timed from nothing pending."""
+    them, so the next change is timed from nothing pending; then waits a random part of a second more, so changes
+    fall anywhere in the server's polling of the prompts directory."""
     await asyncio.sleep(0.5)
     legacy.arrived.clear()
     while not events.empty():
         events.get_nowait()
+    await asyncio.sleep(rng.uniform(0, 1))
 
 
 async def _timed(
-    change: Callable[[], Awaitable[None]], legacy: Arrivals, events: "asyncio.Queue[float]"
+    change: Callable[[], Awaitable[None]], legacy: Arrivals, events: "asyncio.Queue[float]", rng: random.Random
 ) -> tuple[float, float]:
-    """Seconds from the change to the first notification of each client: (handshake-era, 2026-07-28)."""
-    await _quiet(legacy, events)
-    await change()
+    """Seconds from the change (the file written, the API request sent) to the first notification of each client:
+    (handshake-era, 2026-07-28)."""
+    await _quiet(legacy, events, rng)
     changed = time.perf_counter()
+    await change()
 
     async def legacy_told() -> float:
         await legacy.arrived.wait()
@@ -89,6 +94,7 @@ async def _timed(
 async def _measure(running: RunningServer, prompts: Path, rounds: int) -> dict[str, list[tuple[float, float]]]:
     legacy = Arrivals()
     events: asyncio.Queue[float] = asyncio.Queue()
+    rng = random.Random(7)
     results: dict[str, list[tuple[float, float]]] = {
         change: [] for change in ("file added", "file removed", "published", "unpublished")
     }
@@ -120,10 +126,10 @@ async def _measure(running: RunningServer, prompts: Path, rounds: int) -> dict[s
 
         try:
             for _ in range(rounds):
-                results["file added"].append(await _timed(add_file, legacy, events))
-                results["file removed"].append(await _timed(remove_file, legacy, events))
-                results["published"].append(await _timed(lambda: publish(True), legacy, events))
-                results["unpublished"].append(await _timed(lambda: publish(False), legacy, events))
+                results["file added"].append(await _timed(add_file, legacy, events, rng))
+                results["file removed"].append(await _timed(remove_file, legacy, events, rng))
+                results["published"].append(await _timed(lambda: publish(True), legacy, events, rng))
+                results["unpublished"].append(await _timed(lambda: publish(False), legacy, events, rng))
         finally:
             listening.cancel()
             with contextlib.suppress(asyncio.CancelledError):
