@@ -405,6 +405,34 @@ async def test_a_run_waiting_for_a_client_tool_is_answered_from_its_page(
     assert tool_message["role"] == "tool" and tool_message["content"] == "sent, message id 42"
 
 
+async def test_a_question_of_an_mcp_tool_is_answered_from_the_runs_page(
+    page: Any, client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI
+) -> None:
+    async with FakeMcpServer(asks=True) as tables:
+        integration = await client.post(
+            "/v1/mcp-integrations", json={"name": "Tables", "url": tables.url}, headers=tenant.admin
+        )
+        _, thread = await agent_and_thread(client, tenant, mcp_integration_ids=[integration.json()["id"]])
+        openai.reply_tool_calls(FakeToolCall("tables__steps", {}, id="call_steps"))
+        openai.reply_tool_calls(FakeToolCall("tables__reserve", {"restaurant": "Chez Ada"}, id="call_book"))
+        openai.reply_text("Your table is booked.")
+        run = await start(client, tenant, thread, input="Book Chez Ada")
+        await sign_in(page, bearer(tenant.admin), f"#/runs/{run['id']}")
+        await expect(page.locator("[data-run-status]")).to_have_text("requires action")
+        await expect(page.locator("[data-log]")).to_have_count(3)  # the steps tool's log messages, told live
+        question = page.locator("[data-question='tables__reserve']")
+        await expect(question.locator("[data-question-message]")).to_have_text("How many guests at Chez Ada?")
+        await screenshot(page, "question")
+        await question.get_by_label("guests").fill("4")
+        await page.get_by_role("button", name="Send answers").click()
+        await expect(page.get_by_role("alert")).to_contain_text("name is required")  # refused, saying why
+        await question.get_by_label("name").fill("Ada")
+        await page.get_by_role("button", name="Send answers").click()
+        await expect(page.locator("[data-run-status]")).to_have_text("completed")
+        await expect(page.locator("[data-answer]").last).to_have_text("Your table is booked.")
+    assert openai.requests[-1]["messages"][-1]["content"] == "Table for 4 at Chez Ada, name Ada"
+
+
 async def test_a_prompt_template_is_edited_with_a_live_preview(
     page: Any, client: httpx.AsyncClient, tenant: Tenant
 ) -> None:

@@ -1,6 +1,8 @@
 // Runs: filtered by agent, status and time; one run as a live timeline (its events over SSE read with
-// fetch, since EventSource cannot send the Authorization header), cancel, and answering client tools.
+// fetch, since EventSource cannot send the Authorization header), cancel, answering client tools, and answering
+// the questions its MCP tools' servers ask the user.
 import { all, followEvents, get, post } from "../api.js";
+import { schemaForm } from "../schema_form.js";
 import { badge, busy, button, checkbox, empty, errorBox, field, h, json, link, pageHeader, replace, select, statusBadge, toast, when } from "../ui.js";
 
 const STATUSES = ["queued", "in_progress", "requires_action", "completed", "failed", "cancelled"];
@@ -109,12 +111,14 @@ async function runPage({ main, signal }, id) {
       run.warnings.length ? h("div", { class: "notice" }, h("strong", {}, "Warnings"), h("ul", {}, run.warnings.map((w) => h("li", {}, w)))) : null,
       run.error ? errorBox({ error: run.error.code, detail: run.error.message }, "The run failed") : null,
       h("details", {}, h("summary", {}, "Steps"), run.steps.length ? json(run.steps) : h("p", { class: "hint" }, "No step yet.")));
-    // The form stays as it is while the same calls wait: what the person typed is kept.
-    const waiting = run.status === "requires_action" && run.required_action ? run.required_action.tool_calls : [];
-    const key = waiting.map((call) => call.tool_call_id).join(" ");
+    // The forms stay as they are while the same calls and questions wait: what the person typed is kept.
+    const required = run.status === "requires_action" && run.required_action ? run.required_action : null;
+    const waiting = required ? required.tool_calls : [];
+    const questions = required ? required.elicitations || [] : [];
+    const key = [...waiting.map((call) => call.tool_call_id), ...questions.map((q) => q.id)].join(" ");
     if (key !== shownCalls) {
       shownCalls = key;
-      replace(actionArea, waiting.length ? toolResultsForm(waiting) : null);
+      replace(actionArea, waiting.length ? toolResultsForm(waiting) : null, questions.length ? questionsForm(questions) : null);
     }
   }
 
@@ -171,14 +175,35 @@ async function runPage({ main, signal }, id) {
         }
         break;
       }
-      case "run.requires_action":
+      case "tool_call.progress": {
+        const call = calls.get(data.tool_call_id);
+        const amount = data.total ? `${data.progress} of ${data.total}` : String(data.progress);
+        if (call) replace(call.result, h("span", { "data-progress": "" }, `running…${data.message ? ` ${data.message}` : ""} (${amount})`));
+        break;
+      }
+      case "tool_call.log": {
+        const call = calls.get(data.tool_call_id);
+        const text = typeof data.data === "string" ? data.data : JSON.stringify(data.data);
+        const line = h("div", { class: "meta", "data-log": "" }, `${data.level}${data.logger ? ` ${data.logger}` : ""}: ${text}`);
+        if (call) call.li.append(line);
+        else item("", h("strong", {}, "Tool log"), at, line);
+        break;
+      }
+      case "run.requires_action": {
         run.status = "requires_action";
         for (const pending of data.required_action || []) {
           const call = calls.get(pending.tool_call_id);
           if (call) replace(call.result, "waiting for the client's result");
         }
-        item("warn", h("strong", {}, "Waiting for client tool results"), at);
+        const questions = data.elicitations || [];
+        for (const question of questions) {
+          const call = calls.get(question.tool_call_id);
+          if (call) replace(call.result, "waiting for the user's answer");
+        }
+        const what = (data.required_action || []).length ? "Waiting for client tool results" : "Waiting for the user's answers";
+        item("warn", h("strong", {}, what), at);
         break;
+      }
       case "run.completed":
         run.status = "completed";
         if (!sawText && data.answer) item("ok", h("strong", {}, "Answer"), at, h("div", { class: "answer", "data-answer": "" }, data.answer));
@@ -249,6 +274,37 @@ async function runPage({ main, signal }, id) {
           follow();
         } catch (error) {
           replace(status, errorBox(error, "The results were not accepted"));
+        }
+      });
+    });
+    return form;
+  }
+
+  function questionsForm(questions) {
+    const rows = questions.map((question) => {
+      const values = schemaForm(question.requested_schema, { prefix: "Answer" });
+      const choice = select([["accept", "Answer with these values"], ["decline", "Decline to answer"], ["cancel", "Dismiss the question"]], "accept", { name: `action-${question.id}` });
+      return { question, values, choice, node: h("div", { class: "card", "data-question": question.tool_name },
+        h("h3", {}, h("code", {}, question.tool_name), " asks"), h("p", { "data-question-message": "" }, question.message),
+        values.node, field("Your answer", choice)) };
+    });
+    const status = h("div", { "aria-live": "polite" });
+    const send = h("button", { type: "submit", class: "btn primary" }, "Send answers");
+    const form = h("form", { class: "card warn-card", "aria-label": "Answer the questions" },
+      h("h2", {}, "The run waits for your answers"),
+      h("p", {}, "A server the agent's tools use asks the user; the tool call goes on with the answer."), rows.map((r) => r.node), status, send);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      await busy(send, async () => {
+        try {
+          const answers = rows.map(({ question, values, choice }) => choice.value === "accept"
+            ? { elicitation_id: question.id, action: "accept", content: values.read() }
+            : { elicitation_id: question.id, action: choice.value });
+          run = await post(`/v1/runs/${id}/answers`, { answers });
+          showRun();
+          follow();
+        } catch (error) {
+          replace(status, errorBox(error, "The answers were not accepted"));
         }
       });
     });
