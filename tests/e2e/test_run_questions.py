@@ -457,3 +457,56 @@ async def test_the_trace_shows_the_wait_for_a_question_asked_during_the_call(
     assert asked.json_attribute("langfuse.observation.metadata.toolCallId") == "call_ask"
     tool_call = await receiver.wait_for_span("mcp_tool_call")
     assert asked.parent_span_id == tool_call.parent_span_id  # both in the run's trace, under its root
+
+
+async def test_a_question_whose_open_call_died_with_its_process_ends_the_run_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    everything.require_everything()
+    async with (
+        off_the_loop(fresh_database(tmp_path)) as url,
+        FakeOpenAI() as model,
+        everything.EverythingHttpServer() as asking,
+    ):
+        env = os.environ | {
+            "THREADLINE_DATABASE_URL": url,
+            "THREADLINE_EXECUTOR": "in_process",
+            "THREADLINE_DATABASE_POOL_SIZE": "4",
+            "THREADLINE_LOG_FORMAT": "text",
+            "THREADLINE_OPENAI_API_KEY": "sk-test",
+            "THREADLINE_OPENAI_BASE_URL": model.base_url,
+            "THREADLINE_DATA_DIR": str(tmp_path / "data"),
+            "THREADLINE_SECRET_KEY": "questions test key",
+            "THREADLINE_MCP_ALLOWED_NETWORKS": "127.0.0.0/8",
+        }
+        await threadline(env, "migrate")
+        headers = await organization_headers(env, "Lost questions")
+        model.reply_tool_calls(FakeToolCall("everything__trigger-elicitation-request", {}, id="call_lost"))
+        async with threadline_serve(env) as (base_url, first):
+            async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
+                integration = await http.post("/v1/mcp-integrations", json={"name": "Everything", "url": asking.url})
+                assert integration.status_code == 201, integration.text
+                agent = await http.post(
+                    "/v1/agents",
+                    json={"name": "Asker", "model": "gpt-test", "mcp_integration_ids": [integration.json()["id"]]},
+                )
+                thread = await http.post("/v1/threads", json={"agent_id": agent.json()["id"]})
+                streamed = await http.post(
+                    f"/v1/threads/{thread.json()['id']}/runs", json={"input": "Ask", "stream": True}
+                )
+                waited = sse_events(streamed.text)[-1]
+                assert waited["type"] == "run.requires_action"
+                [question] = waited["data"]["elicitations"]
+            first.kill()  # kill -9: the open call, and the question with it, are gone
+            await first.wait()
+
+        async with (
+            threadline_serve(env) as (base_url, _second),
+            httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http,
+        ):
+            run = (await http.get(f"/v1/runs/{waited['run_id']}")).json()
+            answer = {"elicitation_id": question["id"], "action": "decline"}
+            late = await http.post(f"/v1/runs/{waited['run_id']}/answers", json={"answers": [answer]})
+
+    assert run["status"] == "failed" and run["error"]["code"] == "interrupted"
+    assert late.status_code == 409

@@ -280,8 +280,9 @@ class RunRepository(Protocol):
         ...
 
     async def unfinished(self, limit: int, after: RunId | None = None) -> Sequence[Run]:
-        """Runs, of any organization, that are queued or in progress and that no live process holds (for
-        recovery at startup: the runs of processes that stopped), in id order from after `after`."""
+        """Runs, of any organization, that are queued or in progress, or wait for the answer to a question asked
+        during an open call, and that no live process holds (for recovery at startup: the runs of processes that
+        stopped), in id order from after `after`."""
         ...
 
     async def claim(self, org_id: OrgId, run_id: RunId) -> Run | None:

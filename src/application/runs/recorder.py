@@ -33,7 +33,7 @@ from application.ports.execution import RunEventBus
 from application.ports.llm import ModelToolCall
 from application.ports.persistence import HistorySummary, UnitOfWork
 from application.ports.system import Clock, IdGenerator
-from application.runs.events import RunEventStream
+from application.runs.events import RunEventStream, store_ending
 from application.runs.model_call import ModelAnswer
 from application.runs.step import RunState, StepOutcome
 from application.runs.tools.calls import StepResults
@@ -88,6 +88,13 @@ class RunRecorder:
             run = await uow.runs.claim(org_id, run_id)
             if run is None:
                 raise RunNotFound(f"run {run_id} not found")
+            if run.asks_live and run.status is RunStatus.REQUIRES_ACTION:
+                # Its open call asked the user, in a process that was lost (its job is taken again): gone with it.
+                run.fail(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
+                ended = await store_ending(uow, run, self._bus, self._clock, after_holder=True)
+                await uow.commit()
+                await self._bus.publish(ended)
+                return run
             if run.status not in (RunStatus.QUEUED, RunStatus.IN_PROGRESS):
                 run.lease -= 1  # nothing to execute: not claimed after all (nothing is committed)
                 return run

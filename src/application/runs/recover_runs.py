@@ -12,8 +12,9 @@ RECOVERY_BATCH = 500
 
 
 class RecoverRuns:
-    """At start: runs left in progress by a process that stopped are failed as interrupted; queued
-    runs are handed to the executor again. Runs that another live process holds are left alone."""
+    """At start: runs left in progress by a process that stopped are failed as interrupted (so are runs that
+    waited for the answer to a question its open call asked: the call is gone); queued runs are handed to the
+    executor again. Runs that another live process holds are left alone."""
 
     def __init__(self, uow: UnitOfWork, clock: Clock, bus: RunEventBus, executor: RunExecutor) -> None:
         self._uow, self._clock, self._bus, self._executor = uow, clock, bus, executor
@@ -40,7 +41,7 @@ class RecoverRuns:
     async def _interrupt(self, org_id: OrgId, run_id: RunId) -> RunEvent | None:
         async with self._uow as uow:
             run = await uow.runs.claim(org_id, run_id)  # whoever held it can no longer write it
-            if run is None or run.status is not RunStatus.IN_PROGRESS:
+            if run is None or not (run.status is RunStatus.IN_PROGRESS or run.asks_live):
                 return None
             run.interrupt(self._clock.now())
             event = await store_ending(uow, run, self._bus, self._clock, after_holder=True)

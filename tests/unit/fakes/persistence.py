@@ -502,7 +502,10 @@ class FakeRuns:
 
     async def unfinished(self, limit: int, after: RunId | None = None) -> Sequence[Run]:
         found = self.table.where(
-            lambda r: r.status in (RunStatus.QUEUED, RunStatus.IN_PROGRESS) and (after is None or r.id > after)
+            lambda r: (
+                (r.status in (RunStatus.QUEUED, RunStatus.IN_PROGRESS) or r.asks_live)
+                and (after is None or r.id > after)
+            )
         )
         return sorted(found, key=lambda r: r.id)[:limit]
 

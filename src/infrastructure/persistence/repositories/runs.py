@@ -3,7 +3,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, false, func, insert, select, update
+from sqlalchemy import Text, and_, bindparam, cast, false, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -266,9 +266,13 @@ class SqlRunRepository:
         return _to_entity(row) if row else None
 
     async def unfinished(self, limit: int, after: RunId | None = None) -> Sequence[Run]:
+        asks_live = and_(
+            runs.c.status == RunStatus.REQUIRES_ACTION.value,
+            cast(runs.c.awaiting_input, Text).like('%"live": true%'),  # a question whose open call was lost
+        )
         query = (
             select(runs)
-            .where(runs.c.status.in_((RunStatus.QUEUED.value, RunStatus.IN_PROGRESS.value)))
+            .where(or_(runs.c.status.in_((RunStatus.QUEUED.value, RunStatus.IN_PROGRESS.value)), asks_live))
             .order_by(runs.c.id)
             .limit(limit)
         )
