@@ -171,39 +171,47 @@ async def test_a_tool_that_asks_outside_a_run_is_refused_clearly(
     }
 
 
+async def _served_database(url: str, model: FakeOpenAI, tmp_path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment of `threadline serve` processes on a migrated database, and an admin's auth header."""
+    env = os.environ | {
+        "THREADLINE_DATABASE_URL": url,
+        "THREADLINE_EXECUTOR": "in_process",
+        "THREADLINE_DATABASE_POOL_SIZE": "4",
+        "THREADLINE_LOG_FORMAT": "text",
+        "THREADLINE_OPENAI_API_KEY": "sk-test",
+        "THREADLINE_OPENAI_BASE_URL": model.base_url,
+        "THREADLINE_DATA_DIR": str(tmp_path / "data"),
+        "THREADLINE_SECRET_KEY": "questions test key",
+        "THREADLINE_MCP_ALLOWED_NETWORKS": "127.0.0.0/8",  # the MCP servers of the tests run on loopback
+    }
+    await threadline(env, "migrate")
+    return env, await organization_headers(env, "Questions")
+
+
+async def _thread_of_an_agent_using(http: httpx.AsyncClient, mcp_url: str) -> str:
+    """An agent with an integration of the MCP server at `mcp_url`, and a thread of it: its runs' path."""
+    integration = await http.post("/v1/mcp-integrations", json={"name": "Asking", "url": mcp_url})
+    assert integration.status_code == 201, integration.text
+    agent = await http.post(
+        "/v1/agents", json={"name": "Host", "model": "gpt-test", "mcp_integration_ids": [integration.json()["id"]]}
+    )
+    thread = await http.post("/v1/threads", json={"agent_id": agent.json()["id"]})
+    return f"/v1/threads/{thread.json()['id']}/runs"
+
+
 async def test_the_answer_is_carried_on_by_a_server_started_after_the_one_that_asked(tmp_path: Path) -> None:
     async with (
         off_the_loop(fresh_database(tmp_path)) as url,
         FakeOpenAI() as model,
         FakeMcpServer(asks=True) as tables,
     ):
-        env = os.environ | {
-            "THREADLINE_DATABASE_URL": url,
-            "THREADLINE_EXECUTOR": "in_process",
-            "THREADLINE_DATABASE_POOL_SIZE": "4",
-            "THREADLINE_LOG_FORMAT": "text",
-            "THREADLINE_OPENAI_API_KEY": "sk-test",
-            "THREADLINE_OPENAI_BASE_URL": model.base_url,
-            "THREADLINE_DATA_DIR": str(tmp_path / "data"),
-            "THREADLINE_SECRET_KEY": "questions test key",
-            "THREADLINE_MCP_ALLOWED_NETWORKS": "127.0.0.0/8",  # the MCP server of the test runs on loopback
-        }
-        await threadline(env, "migrate")
-        headers = await organization_headers(env, "Questions")
-        model.reply_tool_calls(FakeToolCall("tables__reserve", {"restaurant": "Chez Ada"}, id="call_later"))
+        env, headers = await _served_database(url, model, tmp_path)
+        model.reply_tool_calls(FakeToolCall("asking__reserve", {"restaurant": "Chez Ada"}, id="call_later"))
         model.reply_text("Booked.")
         async with threadline_serve(env) as (base_url, first):
             async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
-                integration = await http.post("/v1/mcp-integrations", json={"name": "Tables", "url": tables.url})
-                assert integration.status_code == 201, integration.text
-                agent = await http.post(
-                    "/v1/agents",
-                    json={"name": "Host", "model": "gpt-test", "mcp_integration_ids": [integration.json()["id"]]},
-                )
-                thread = await http.post("/v1/threads", json={"agent_id": agent.json()["id"]})
-                streamed = await http.post(
-                    f"/v1/threads/{thread.json()['id']}/runs", json={"input": "Book it", "stream": True}
-                )
+                runs = await _thread_of_an_agent_using(http, tables.url)
+                streamed = await http.post(runs, json={"input": "Book it", "stream": True})
                 assert sse_events(streamed.text)[-1]["type"] == "run.requires_action"
                 run_id = sse_events(streamed.text)[-1]["run_id"]
             first.terminate()
@@ -468,32 +476,12 @@ async def test_a_question_whose_open_call_died_with_its_process_ends_the_run_at_
         FakeOpenAI() as model,
         everything.EverythingHttpServer() as asking,
     ):
-        env = os.environ | {
-            "THREADLINE_DATABASE_URL": url,
-            "THREADLINE_EXECUTOR": "in_process",
-            "THREADLINE_DATABASE_POOL_SIZE": "4",
-            "THREADLINE_LOG_FORMAT": "text",
-            "THREADLINE_OPENAI_API_KEY": "sk-test",
-            "THREADLINE_OPENAI_BASE_URL": model.base_url,
-            "THREADLINE_DATA_DIR": str(tmp_path / "data"),
-            "THREADLINE_SECRET_KEY": "questions test key",
-            "THREADLINE_MCP_ALLOWED_NETWORKS": "127.0.0.0/8",
-        }
-        await threadline(env, "migrate")
-        headers = await organization_headers(env, "Lost questions")
-        model.reply_tool_calls(FakeToolCall("everything__trigger-elicitation-request", {}, id="call_lost"))
+        env, headers = await _served_database(url, model, tmp_path)
+        model.reply_tool_calls(FakeToolCall("asking__trigger-elicitation-request", {}, id="call_lost"))
         async with threadline_serve(env) as (base_url, first):
             async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
-                integration = await http.post("/v1/mcp-integrations", json={"name": "Everything", "url": asking.url})
-                assert integration.status_code == 201, integration.text
-                agent = await http.post(
-                    "/v1/agents",
-                    json={"name": "Asker", "model": "gpt-test", "mcp_integration_ids": [integration.json()["id"]]},
-                )
-                thread = await http.post("/v1/threads", json={"agent_id": agent.json()["id"]})
-                streamed = await http.post(
-                    f"/v1/threads/{thread.json()['id']}/runs", json={"input": "Ask", "stream": True}
-                )
+                runs = await _thread_of_an_agent_using(http, asking.url)
+                streamed = await http.post(runs, json={"input": "Ask", "stream": True})
                 waited = sse_events(streamed.text)[-1]
                 assert waited["type"] == "run.requires_action"
                 [question] = waited["data"]["elicitations"]
