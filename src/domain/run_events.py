@@ -75,8 +75,7 @@ class RunRequiresAction(RunChanged):
 
     @classmethod
     def of(cls, run: Run) -> Self:
-        questions = tuple(q for q in run.awaiting_input if q.answer is None)
-        return cls(**cls.summary(run), required_action=run.required_action, questions=questions)
+        return cls(**cls.summary(run), required_action=run.required_action, questions=run.open_questions)
 
 
 @dataclass(frozen=True, kw_only=True)

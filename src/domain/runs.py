@@ -271,7 +271,7 @@ class Run:
     def answer_questions(self, answers: Sequence[tuple[str, ElicitationAnswer]], now: datetime) -> None:
         """The user's answers to every question the run waits for, each checked against its form. The run goes
         on (to carry the calls on with them) unless client tool calls still wait for results."""
-        waiting = {q.id: q for q in self.awaiting_input if q.answer is None}
+        waiting = {q.id: q for q in self.open_questions}
         if self.status is not RunStatus.REQUIRES_ACTION:
             raise RunNotWaiting(f"the run is {self.status.value}, not waiting for answers to questions")
         if not waiting:
@@ -285,8 +285,13 @@ class Run:
         self._go_on_when_answered(now)
 
     def _go_on_when_answered(self, now: datetime) -> None:
-        if not self.required_action and all(q.answer is not None for q in self.awaiting_input):
+        if not self.required_action and not self.open_questions:
             self._move(RunStatus.IN_PROGRESS, now)
+
+    @property
+    def open_questions(self) -> tuple[Elicitation, ...]:
+        """The questions that wait for the user's answers."""
+        return tuple(q for q in self.awaiting_input if q.answer is None)
 
     @property
     def answered_questions(self) -> tuple[Elicitation, ...]:

@@ -75,7 +75,7 @@ class Answer:
 def _questions(run: Run) -> tuple[Elicitation, ...]:
     if run.status is not RunStatus.REQUIRES_ACTION or run.required_action:
         return ()
-    return tuple(q for q in run.awaiting_input if q.answer is None)
+    return run.open_questions
 
 
 class AskAgent:

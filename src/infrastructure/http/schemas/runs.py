@@ -263,7 +263,7 @@ class RequiredActionOut(ResponseModel):
 
 
 def _required_action(run: Run) -> dict[str, Any] | None:
-    questions = [elicitation_json(q) for q in run.awaiting_input if q.answer is None]
+    questions = [elicitation_json(q) for q in run.open_questions]
     if not run.required_action and not questions:
         return None
     return {
