@@ -28,8 +28,6 @@ class AnswerQuestionsCommand:
     caller: Caller
     run_id: RunId
     answers: Sequence[QuestionAnswer] = field(default_factory=tuple)
-    submit: bool = True
-    """Hand the run that goes on to the executor; False: the caller executes it itself (AskAgent)."""
 
 
 class AnswerQuestions:
@@ -38,7 +36,7 @@ class AnswerQuestions:
     while their calls are open, those calls take the answers (see application.runs.questions)."""
 
     def __init__(self, uow: UnitOfWork, clock: Clock, bus: RunEventBus, executor: RunExecutor | None) -> None:
-        """Without an executor, the runs that go on are executed by the caller (`submit=False`)."""
+        """Without an executor, the runs that go on are executed by the caller (AskAgent)."""
         self._uow, self._clock, self._bus, self._executor = uow, clock, bus, executor
 
     async def execute(self, command: AnswerQuestionsCommand) -> Run:
@@ -60,6 +58,6 @@ class AnswerQuestions:
             await uow.commit()
         if recorded:
             await events.publish(*recorded)
-        if resumed and command.submit and self._executor is not None:
+        if resumed and self._executor is not None:
             await self._executor.submit(org_id, run.id)
         return run

@@ -110,7 +110,6 @@ class AskAgent:
                 caller=resumption.caller,
                 run_id=resumption.run_id,
                 answers=resumption.answers,
-                submit=False,
             )
         )
         run = await self._runs().execute(run.org_id, run.id, live_questions=False)
@@ -126,9 +125,7 @@ class AskAgent:
             answers = [QuestionAnswer(question_id=i, action=a.action, content=a.content) for i, a in given]
             try:
                 run = await self._answer().execute(
-                    AnswerQuestionsCommand(
-                        caller=Caller.operator(run.org_id), run_id=run.id, answers=answers, submit=False
-                    )
+                    AnswerQuestionsCommand(caller=Caller.operator(run.org_id), run_id=run.id, answers=answers)
                 )
             except DomainError as refused:  # an answer its question's form refuses: the run is cancelled
                 await self._cancel_waiting(run)

@@ -17,7 +17,7 @@ from application.ports.system import Clock, IdGenerator
 from application.runs.step import RunState
 from domain.elicitation import Elicitation, ElicitationAction, ElicitationAnswer
 from domain.run_events import RunInProgress, RunRequiresAction
-from domain.runs import RunStatus
+from domain.runs import Run, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -82,42 +82,48 @@ class LiveQuestions:
                 pass
 
     async def _given(self, state: RunState, asked: Elicitation) -> ElicitationAnswer | None:
-        """The answer, if the run has it (then the question is done, and the run announced in progress again when
-        nothing else waits); a cancel when the run ended meanwhile."""
+        """The answer, if the run has it (then the question is done); a cancel when the run ended meanwhile."""
         run = state.run
         async with self._uow.read_only() as uow:
             stored = await uow.runs.get(run.org_id, run.id)
         if stored is None or stored.status.is_terminal:
             return ElicitationAnswer(action=ElicitationAction.CANCEL)
-        question = next((q for q in stored.awaiting_input if q.id == asked.id), None)
-        if question is None or question.answer is None:
-            return None
+        answer = _answer_of(stored, asked)
+        if answer is not None:
+            await self._done(state, asked)
+        return answer
+
+    async def _done(self, state: RunState, asked: Elicitation, *, timed_out: bool = False) -> ElicitationAnswer | None:
+        """The question is done: the run announced in progress again when nothing else waits. Timed out, the run
+        is read again under lock first: an answer that came just in time is taken (returned), else the question is
+        withdrawn with a warning."""
+        run = state.run
+        answer = None
         async with self._uow as uow:
+            if timed_out:
+                stored = await uow.runs.get(run.org_id, run.id, for_update=True)
+                answer = _answer_of(stored, asked) if stored is not None else None
             run.took_answer(asked.id, self._clock.now())
+            if timed_out and answer is None:
+                run.warn(
+                    f"nobody answered the question of tool call {asked.tool_call_id} within {self._timeout:g} s: "
+                    "its server was told the user cancelled"
+                )
             await uow.runs.save(run)
             going_on = run.status is RunStatus.IN_PROGRESS
             recorded = [await state.events.record(uow, RunInProgress.of(run))] if going_on else []
             await uow.commit()
         await state.events.publish(*recorded)
-        return question.answer
+        return answer
 
     async def _withdraw(self, state: RunState, asked: Elicitation) -> ElicitationAnswer:
-        run = state.run
-        async with self._uow as uow:
-            stored = await uow.runs.get(run.org_id, run.id, for_update=True)
-            question = next((q for q in stored.awaiting_input if q.id == asked.id), None) if stored else None
-            if question is not None and question.answer is not None:
-                run.took_answer(asked.id, self._clock.now())
-                return question.answer  # answered just in time
-            run.took_answer(asked.id, self._clock.now())
-            run.warn(
-                f"nobody answered the question of tool call {asked.tool_call_id} within {self._timeout:g} s: "
-                "its server was told the user cancelled"
-            )
-            await uow.runs.save(run)
-            going_on = run.status is RunStatus.IN_PROGRESS
-            recorded = [await state.events.record(uow, RunInProgress.of(run))] if going_on else []
-            await uow.commit()
-        await state.events.publish(*recorded)
-        logger.info("a question of a tool call went unanswered", extra={"run_id": str(run.id)})
+        answer = await self._done(state, asked, timed_out=True)
+        if answer is not None:
+            return answer  # answered just in time
+        logger.info("a question of a tool call went unanswered", extra={"run_id": str(state.run.id)})
         return ElicitationAnswer(action=ElicitationAction.CANCEL)
+
+
+def _answer_of(stored: Run, asked: Elicitation) -> ElicitationAnswer | None:
+    question = next((q for q in stored.awaiting_input if q.id == asked.id), None)
+    return question.answer if question is not None else None
