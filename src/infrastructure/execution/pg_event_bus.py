@@ -5,9 +5,11 @@ its followers at once, through the in-memory bus; events of other processes arri
 join the same in-memory bus, so a follower does not care where a run executes. NOTIFY payloads are limited
 to 8,000 bytes: a bigger event is sent in pieces that the listener puts back together. Notifications of one
 connection arrive in the order they were sent, and each process publishes a run's events one after the
-other, so a run's events arrive in order. While the listening connection is down, notifications are lost: once
-it is back, the stored events of the runs this process's followers follow are read again, so none of those
-is missed (text deltas sent meanwhile are; the message they built is stored).
+other, so a run's events arrive in order. Publishing does not wait for the database: notifications queue in
+the process and one sender sends all that are waiting in one statement (one round trip for many events when runs
+execute side by side), in the order they were published. While the listening connection is down,
+notifications are lost: once it is back, the stored events of the runs this process's followers follow are read
+again, so none of those is missed (text deltas sent meanwhile are; the message they built is stored).
 """
 
 import asyncio
@@ -34,6 +36,10 @@ CHANNEL = "threadline_run_events"
 PIECE_CHARS = 1_800
 """Characters of an event's JSON per notification: at most 4 bytes each in UTF-8, within the 8,000-byte limit."""
 RECONNECT_SECONDS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
+BATCH_NOTIFICATIONS = 64
+"""Notifications sent in one statement at most."""
+FLUSH_SECONDS = 5.0
+"""On close, how long the notifications still waiting may take to go out."""
 
 
 def libpq_dsn(database_url: str) -> str:
@@ -100,6 +106,11 @@ class PostgresRunEventBus:
         self._publisher: psycopg.AsyncConnection[Any] | None = None
         self._publishing = asyncio.Lock()
         self._listening: asyncio.Task[None] | None = None
+        self._outbox: list[str] = []
+        self._waiting = asyncio.Event()
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._sending: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Returns once this process listens: events published from then on reach its followers."""
@@ -111,15 +122,52 @@ class PostgresRunEventBus:
             self._listening.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listening
+        if self._sending is not None:
+            try:  # what was published goes out before the process ends
+                async with asyncio.timeout(FLUSH_SECONDS):
+                    await self._drained.wait()
+            except TimeoutError:
+                logger.warning("%d run event notifications could not be sent before closing", len(self._outbox))
+            self._sending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sending
         if self._publisher is not None:
             await self._publisher.close()
 
     async def publish(self, event: RunEvent) -> None:
         self._local.deliver(event)  # this process's followers need no round trip
-        async with self._publishing:
-            publisher = await self._connected_publisher()
-            for notification in encode(event):
-                await publisher.execute("SELECT pg_notify(%s, %s)", (CHANNEL, notification))
+        self._outbox.extend(encode(event))
+        self._drained.clear()
+        if self._sending is None:
+            self._sending = asyncio.create_task(self._send(), name="run-events-sender")
+        self._waiting.set()
+
+    async def _send(self) -> None:
+        """Send the waiting notifications, many per statement, in the order they were published."""
+        while True:
+            await self._waiting.wait()
+            self._waiting.clear()
+            while self._outbox:
+                batch = self._outbox[:BATCH_NOTIFICATIONS]
+                del self._outbox[:BATCH_NOTIFICATIONS]
+                await self._notify(batch)
+            self._drained.set()
+
+    async def _notify(self, batch: list[str]) -> None:
+        statement = "SELECT " + ", ".join(["pg_notify(%s, %s)"] * len(batch))
+        params = [value for notification in batch for value in (CHANNEL, notification)]
+        for attempt in range(2):
+            try:
+                async with self._publishing:
+                    publisher = await self._connected_publisher()
+                    await publisher.execute(statement, params)  # type: ignore[arg-type]
+                return
+            except psycopg.Error:
+                if self._publisher is not None:
+                    with contextlib.suppress(psycopg.Error):
+                        await self._publisher.close()
+                if attempt:  # followers in other processes do not hear of these events live
+                    logger.warning("run event notifications could not be sent", exc_info=True)
 
     def subscribe(self, run_id: RunId) -> contextlib.AbstractAsyncContextManager[RunSubscription]:
         return self._local.subscribe(run_id)
