@@ -24,14 +24,30 @@ from domain.organizations import RunLimits, effective_limits
 from infrastructure.persistence.engine import Database
 
 _LIMIT = text("SELECT max_concurrent_runs FROM organizations WHERE id = :org FOR UPDATE")
-_RUN = text("SELECT status, admitted_at, request_id FROM runs WHERE id = :run AND org_id = :org")
+# The organization's row locked, with the run to admit.
+_LIMIT_AND_RUN = text(
+    "SELECT o.max_concurrent_runs, r.status, r.admitted_at, r.request_id FROM organizations o"
+    " LEFT JOIN runs r ON r.id = :run AND r.org_id = o.id WHERE o.id = :org FOR UPDATE OF o"
+)
 _HOLDING = text(
     "SELECT count(*) FROM runs WHERE org_id = :org AND admitted_at IS NOT NULL AND status IN ('queued', 'in_progress')"
+)
+# A runs waits for a slot: queued, not admitted, its job in the queue.
+_WAITS = (
+    "r.status = 'queued' AND r.admitted_at IS NULL"
+    " AND EXISTS (SELECT 1 FROM procrastinate_jobs j WHERE j.queueing_lock = CAST(r.id AS text) AND j.status = 'todo')"
+)
+# The slots held in the organization, and how many of its runs older than :run wait for one.
+_HOLDING_AND_AHEAD = text(
+    "SELECT count(*) FILTER (WHERE r.admitted_at IS NOT NULL) AS holding,"
+    f" count(*) FILTER (WHERE {_WAITS} AND r.created_at < (SELECT created_at FROM runs WHERE id = :run)) AS ahead"
+    " FROM runs r WHERE r.org_id = :org AND r.status IN ('queued', 'in_progress')"
 )
 _ADMIT = text("UPDATE runs SET admitted_at = now() WHERE id = :run")
 _RELEASE = text(
     "UPDATE runs SET admitted_at = NULL WHERE id = :run AND status NOT IN ('queued', 'in_progress') RETURNING org_id"
 )
+_ANY_WAITING = text(f"SELECT EXISTS (SELECT 1 FROM runs r WHERE r.org_id = :org AND {_WAITS})")
 # The oldest runs of the organization that wait for a slot with a job in the queue (older than :before, if given).
 _WAITING = text(
     "SELECT j.id, j.queue_name FROM runs r"
@@ -59,6 +75,8 @@ class RunAdmission:
     def __init__(self, database: Database, *, default_limit: int) -> None:
         self._database = database
         self._default = RunLimits(max_concurrent_runs=default_limit, runs_per_minute=None)
+        self._autocommit = database.engine.execution_options(isolation_level="AUTOCOMMIT")
+        """The same connections, each statement a transaction of its own (one round trip)."""
 
     def _limit(self, own: int | None) -> int:
         return effective_limits(own, None, self._default).max_concurrent_runs
@@ -66,29 +84,34 @@ class RunAdmission:
     async def admit(self, org_id: OrgId, run_id: RunId) -> Admission:
         params = {"org": org_id, "run": run_id}
         async with self._database.engine.begin() as conn:
-            own = (await conn.execute(_LIMIT, params)).first()
-            run = (await conn.execute(_RUN, params)).first()
-            if own is None or run is None or run.status not in ("queued", "in_progress"):
+            row = (await conn.execute(_LIMIT_AND_RUN, params)).first()
+            if row is None or row.status not in ("queued", "in_progress"):
                 return Admission(admitted=True)  # nothing to execute: the run's execution says so
-            if run.admitted_at is not None:
-                return Admission(admitted=True, request_id=run.request_id)
-            free = self._limit(own.max_concurrent_runs) - (await conn.execute(_HOLDING, params)).scalar_one()
+            if row.admitted_at is not None:
+                return Admission(admitted=True, request_id=row.request_id)
+            # Read after the lock is held: what other admissions committed before is counted.
+            counted = (await conn.execute(_HOLDING_AND_AHEAD, params)).one()
+            free = self._limit(row.max_concurrent_runs) - counted.holding
             if free <= 0:
                 return Admission(admitted=False)
-            ahead = (await conn.execute(_WAITING, params | {"before": run_id, "count": free})).all()
-            if len(ahead) >= free:  # older runs wait for these slots: they take them, this one waits its turn
-                await _wake(conn, ahead)
+            if counted.ahead >= free:  # older runs wait for these slots: they take them, this one waits its turn
+                await _wake(conn, (await conn.execute(_WAITING, params | {"before": run_id, "count": free})).all())
                 return Admission(admitted=False)
             await conn.execute(_ADMIT, params)
-        return Admission(admitted=True, request_id=run.request_id)
+        return Admission(admitted=True, request_id=row.request_id)
 
     async def release(self, run_id: RunId) -> None:
         """Give the run's slot back unless it still executes (it ended, or waits for its client); the oldest
         run of its organization waiting for a slot is woken."""
-        async with self._database.engine.begin() as conn:
+        async with self._autocommit.connect() as conn:
             released = (await conn.execute(_RELEASE, {"run": run_id})).first()
-            if released is not None:
-                await self._wake_waiting(conn, OrgId(released.org_id))
+            if released is None:
+                return
+            # Asked once the slot given back is committed: a run refused before that and queued again after
+            # this question wakes itself (see WorkerRuns), and sees the slot free.
+            if not (await conn.execute(_ANY_WAITING, {"org": released.org_id})).scalar_one():
+                return
+        await self.wake(OrgId(released.org_id))
 
     async def wake(self, org_id: OrgId) -> None:
         """Wake as many of the organization's waiting runs as it has free slots (after a run was refused, in
