@@ -52,7 +52,7 @@ import httpx
 from mcp import Client
 from openai import AsyncOpenAI
 
-from bench._server import MCP_TOOL, Deployment, database, deployment, fake_model, peak_memory_mb
+from bench._server import MCP_TOOL, Deployment, RunningProcess, database, deployment, fake_model, peak_memory_mb
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.mcp_servers import everything
 
@@ -239,7 +239,7 @@ async def threadline_side(
                 await drive(warm_up, concurrency, lambda i: run_once(runs + i))  # sessions, caches, connections
                 print(f"{backend} {executor.name}: warmed up, measuring {runs} runs", file=sys.stderr, flush=True)
                 cpu_before = running.cpu_seconds()
-                with profiled(running.processes[0].pid):
+                with profiled(profiled_process(running.processes)):
                     wall, durations, errors = await drive(runs, concurrency, run_once)
                 cpu = {name: (spent - cpu_before[name]) / runs for name, spent in running.cpu_seconds().items()}
                 _, one_at_a_time, latency_errors = await drive(latency_runs, 1, lambda i: run_once(runs + warm_up + i))
@@ -256,8 +256,14 @@ async def threadline_side(
 
 
 PROFILE = os.environ.get("THREADLINE_BENCH_PROFILE")
-"""A file: py-spy (installed apart, e.g. `.venv/bin/pip install py-spy`) samples the first API process while the
-run shape is measured, and writes its stacks there (collapsed, one line per stack: `frame;frame;... count`)."""
+"""A file: py-spy (installed apart, e.g. `.venv/bin/pip install py-spy`) samples one process (the first API
+process, or the one THREADLINE_BENCH_PROFILE_PROCESS names, e.g. worker-0) while the run shape is measured, and
+writes its stacks there (collapsed, one line per stack: `frame;frame;... count`)."""
+
+
+def profiled_process(processes: list[RunningProcess]) -> int:
+    name = os.environ.get("THREADLINE_BENCH_PROFILE_PROCESS", processes[0].name)
+    return next(p.pid for p in processes if p.name == name)
 
 
 @contextmanager
