@@ -153,7 +153,17 @@ def worker(
         finally:
             await close_resources(container)
 
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=_fastest_loop()) as runner:  # the API's loop, as uvicorn picks it
+        runner.run(main())
+
+
+def _fastest_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop where it is installed (uvicorn[standard] brings it, except on Windows), else asyncio's own."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def _caller_for(container: Container, org_slug: str) -> Caller:
