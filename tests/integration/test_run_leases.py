@@ -85,12 +85,16 @@ async def test_a_run_taken_over_while_its_holder_waits_for_the_model_keeps_the_n
 async def test_a_write_with_an_older_lease_is_refused_and_leaves_the_run_as_stored(container: Container) -> None:
     _thread, run = await queued_run(container)
     async with as_port(container.uow()) as uow:
-        held = await uow.runs.claim(run.org_id, run.id)
+        claimed = await uow.runs.claim(run.org_id, run.id)
+        assert claimed is not None
+        held = claimed.run
         await uow.commit()
     async with as_port(container.uow()) as uow:
-        taken = await uow.runs.claim(run.org_id, run.id)
+        claimed = await uow.runs.claim(run.org_id, run.id)
+        assert claimed is not None
+        taken = claimed.run
         await uow.commit()
-    assert held is not None and taken is not None and taken.lease == held.lease + 1
+    assert taken.lease == held.lease + 1
     held.warn("a late write")
     with pytest.raises(LeaseLost):
         async with as_port(container.uow()) as uow:
@@ -124,13 +128,14 @@ async def test_a_cancel_requested_while_the_model_answers_wins_over_completing(
 async def test_a_write_unless_cancelled_with_an_older_lease_is_refused(container: Container) -> None:
     _thread, run = await queued_run(container)
     async with as_port(container.uow()) as uow:
-        held = await uow.runs.claim(run.org_id, run.id)
+        claimed = await uow.runs.claim(run.org_id, run.id)
+        assert claimed is not None
+        held = claimed.run
         await uow.commit()
     async with as_port(container.uow()) as uow:
         await uow.runs.claim(run.org_id, run.id)
         await uow.runs.request_cancel(run.org_id, run.id)  # a cancel asked too: the lost lease is what is said
         await uow.commit()
-    assert held is not None
     with pytest.raises(LeaseLost):
         async with as_port(container.uow()) as uow:
             await uow.runs.save_unless_cancel_requested(held)

@@ -32,8 +32,9 @@ async def test_a_run_taken_over_from_a_lost_worker_refuses_that_workers_late_wri
 ) -> None:
     _thread, run = await queued_run(container)
     async with as_port(container.uow()) as uow:  # the worker that is lost took the run
-        held = await uow.runs.claim(run.org_id, run.id)
-        assert held is not None
+        claimed = await uow.runs.claim(run.org_id, run.id)
+        assert claimed is not None
+        held = claimed.run
         await uow.commit()
     async with job_queue.opened(settings.database_url, 2, 4) as app:
         # Its job, as a worker that stopped sending heartbeats left it (scheduled late: no live worker takes it).

@@ -137,12 +137,13 @@ async def test_a_write_with_an_older_lease_is_refused() -> None:
     app = FakeApp()
     _thread, run = await queued(app)
     async with app.uow as uow:
-        held = await uow.runs.claim(run.org_id, run.id)
+        claimed = await uow.runs.claim(run.org_id, run.id)
+        assert claimed is not None
+        held = claimed.run
         await uow.commit()
     async with app.uow as uow:
         await uow.runs.claim(run.org_id, run.id)  # another process takes it over
         await uow.commit()
-    assert held is not None
     with pytest.raises(LeaseLost):
         async with app.uow as uow:
             await uow.runs.save(held)

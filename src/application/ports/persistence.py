@@ -22,6 +22,13 @@ from domain.threads import Thread
 from domain.usage import Usage
 
 
+@dataclass(frozen=True)
+class ClaimedRun:
+    run: Run
+    last_event_seq: int
+    """The number of the run's last stored event (0: none), read with the claim."""
+
+
 class OrganizationRepository(Protocol):
     async def add(self, org: Organization) -> None: ...
     async def get(self, org_id: OrgId) -> Organization | None: ...
@@ -285,9 +292,9 @@ class RunRepository(Protocol):
         stopped), in id order from after `after`."""
         ...
 
-    async def claim(self, org_id: OrgId, run_id: RunId) -> Run | None:
+    async def claim(self, org_id: OrgId, run_id: RunId) -> ClaimedRun | None:
         """Take the run to execute it: lock it, as `get(for_update=True)` does, and bump its lease, so the writes
-        of whoever held it before are refused from now on."""
+        of whoever held it before are refused from now on; with the number of its last stored event."""
         ...
 
     async def save(self, run: Run) -> None:

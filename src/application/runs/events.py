@@ -45,10 +45,13 @@ class RunEventStream:
         clock: Clock,
         *,
         past_unstored: bool = False,
+        last_seq: int | None = None,
     ) -> "RunEventStream":
-        """Numbering after the run's last stored event; with `past_unstored`, after any number a holder that
-        stopped without a last word may have published (the caller stores the next event at once)."""
-        last_seq = await uow.run_events.last_seq(run_id)
+        """Numbering after the run's last stored event (`last_seq` when the caller read it already); with
+        `past_unstored`, after any number a holder that stopped without a last word may have published (the
+        caller stores the next event at once)."""
+        if last_seq is None:
+            last_seq = await uow.run_events.last_seq(run_id)
         return cls(org_id, run_id, last_seq + UNSTORED_SEQS if past_unstored else last_seq, bus, clock)
 
     def make(self, payload: RunEventPayload) -> RunEvent:
@@ -69,13 +72,21 @@ class RunEventStream:
 
 
 async def store_ending(
-    uow: UnitOfWork, run: Run, bus: RunEventBus, clock: Clock, *, after_holder: bool = False
+    uow: UnitOfWork,
+    run: Run,
+    bus: RunEventBus,
+    clock: Clock,
+    *,
+    after_holder: bool = False,
+    last_seq: int | None = None,
 ) -> RunEvent:
     """Inside the caller's unit of work: store a run that just ended (not by its own loop: cancelled while
     it waited, interrupted by a stopped process) with the event that says so. `after_holder`: the run was
     in progress, and its holder may have published events it did not store. The caller publishes the event
     after commit."""
-    events = await RunEventStream.resume(uow, run.org_id, run.id, bus, clock, past_unstored=after_holder)
+    events = await RunEventStream.resume(
+        uow, run.org_id, run.id, bus, clock, past_unstored=after_holder, last_seq=last_seq
+    )
     event = await events.record(uow, run_ended(run))
     await uow.runs.save(run)
     return event

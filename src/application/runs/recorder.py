@@ -85,13 +85,14 @@ class RunRecorder:
         without a last word (lost, or handed back): its events go on past any that holder published without
         storing them, from a run.in_progress event stored at once (see RunEventStream)."""
         async with self._uow as uow:
-            run = await uow.runs.claim(org_id, run_id)
-            if run is None:
+            claimed = await uow.runs.claim(org_id, run_id)
+            if claimed is None:
                 raise RunNotFound(f"run {run_id} not found")
+            run, last_seq = claimed.run, claimed.last_event_seq
             if run.asks_live and run.status is RunStatus.REQUIRES_ACTION:
                 # Its open call asked the user, in a process that was lost (its job is taken again): gone with it.
                 run.fail(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
-                ended = await store_ending(uow, run, self._bus, self._clock, after_holder=True)
+                ended = await store_ending(uow, run, self._bus, self._clock, after_holder=True, last_seq=last_seq)
                 await uow.commit()
                 await self._bus.publish(ended)
                 return run
@@ -100,7 +101,7 @@ class RunRecorder:
                 return run
             after_holder = run.status is RunStatus.IN_PROGRESS
             events = await RunEventStream.resume(
-                uow, org_id, run_id, self._bus, self._clock, past_unstored=after_holder
+                uow, org_id, run_id, self._bus, self._clock, past_unstored=after_holder, last_seq=last_seq
             )
             agent = await uow.agents.get(org_id, run.agent_id)
             payload = self._starting(run, agent)

@@ -40,10 +40,13 @@ class RecoverRuns:
 
     async def _interrupt(self, org_id: OrgId, run_id: RunId) -> RunEvent | None:
         async with self._uow as uow:
-            run = await uow.runs.claim(org_id, run_id)  # whoever held it can no longer write it
-            if run is None or not (run.status is RunStatus.IN_PROGRESS or run.asks_live):
+            claimed = await uow.runs.claim(org_id, run_id)  # whoever held it can no longer write it
+            if claimed is None or not (claimed.run.status is RunStatus.IN_PROGRESS or claimed.run.asks_live):
                 return None
+            run = claimed.run
             run.interrupt(self._clock.now())
-            event = await store_ending(uow, run, self._bus, self._clock, after_holder=True)
+            event = await store_ending(
+                uow, run, self._bus, self._clock, after_holder=True, last_seq=claimed.last_event_seq
+            )
             await uow.commit()
         return event

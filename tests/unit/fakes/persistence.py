@@ -19,6 +19,7 @@ from application.ports.persistence import (
     ApiKeyRepository,
     ArgumentValueRepository,
     AuditEventRepository,
+    ClaimedRun,
     EmbeddingState,
     HistorySummary,
     McpIntegrationRepository,
@@ -455,8 +456,8 @@ def _summary(source: Source) -> SourceSummary:
 
 
 class FakeRuns:
-    def __init__(self, table: Table[RunId, Run]) -> None:
-        self.table = table
+    def __init__(self, table: Table[RunId, Run], events: "FakeRunEvents") -> None:
+        self.table, self._events = table, events
 
     async def add(self, run: Run) -> None:
         key = run.idempotency_key
@@ -509,12 +510,13 @@ class FakeRuns:
         )
         return sorted(found, key=lambda r: r.id)[:limit]
 
-    async def claim(self, org_id: OrgId, run_id: RunId) -> Run | None:
+    async def claim(self, org_id: OrgId, run_id: RunId) -> ClaimedRun | None:
         found = await self.get(org_id, run_id)
-        if found is not None:
-            found.lease += 1
-            self.table.put(run_id, found)
-        return found
+        if found is None:
+            return None
+        found.lease += 1
+        self.table.put(run_id, found)
+        return ClaimedRun(found, await self._events.last_seq(run_id))
 
     async def save(self, run: Run) -> None:
         stored = self.table.get(run.id)
@@ -681,8 +683,9 @@ class FakeUnitOfWork:
         self.passages: PassageRepository = FakePassages(self._table(s.passages))
         self.passage_vectors: PassageVectorRepository = FakePassageVectors(self._table(s.passages))
         self.thread_summaries: ThreadSummaryRepository = FakeThreadSummaries(self._table(s.thread_summaries))
-        self.runs: RunRepository = FakeRuns(self._table(s.runs))
-        self.run_events: RunEventRepository = FakeRunEvents(self._table(s.run_events))
+        run_events = FakeRunEvents(self._table(s.run_events))
+        self.runs: RunRepository = FakeRuns(self._table(s.runs), run_events)
+        self.run_events: RunEventRepository = run_events
         self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))
         self.argument_values: ArgumentValueRepository = FakeArgumentValues(self._table(s.argument_values))
         self.audit_events: AuditEventRepository = FakeAuditEvents(self._table(s.audit_events))

@@ -8,6 +8,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from application.errors import LeaseLost
+from application.ports.persistence import ClaimedRun
 from domain.elicitation import Elicitation, ElicitationAction, ElicitationAnswer
 from domain.ids import AgentId, OrgId, RunId, ThreadId
 from domain.run_events import RunEvent, RunEventType
@@ -170,7 +171,13 @@ _WHERE = (runs.c.org_id == bindparam("p_org"), runs.c.id == bindparam("p_id"))
 _GET = select(runs).where(*_WHERE)
 _GET_FOR_UPDATE = _GET.with_for_update()
 _SAVE = update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease"))
-_CLAIM = update(runs).where(*_WHERE).values(lease=runs.c.lease + 1, holder=PROCESS_KEY).returning(*runs.c)
+_LAST_SEQ_OF_RUN = select(func.max(run_events.c.seq)).where(run_events.c.run_id == runs.c.id).scalar_subquery()
+_CLAIM = (
+    update(runs)
+    .where(*_WHERE)
+    .values(lease=runs.c.lease + 1, holder=PROCESS_KEY)
+    .returning(*runs.c, _LAST_SEQ_OF_RUN.label("last_event_seq"))
+)
 _INSERT = insert(runs)
 _SAVE_UNLESS_CANCEL = update(runs).where(
     *_WHERE, runs.c.lease == bindparam("p_lease"), runs.c.cancel_requested == false()
@@ -224,10 +231,10 @@ class SqlRunRepository:
         row = (await self._conn.execute(query, {"p_org": org_id, "p_id": run_id})).first()
         return _to_entity(row) if row else None
 
-    async def claim(self, org_id: OrgId, run_id: RunId) -> Run | None:
+    async def claim(self, org_id: OrgId, run_id: RunId) -> ClaimedRun | None:
         # One statement: the bump locks the row as SELECT ... FOR UPDATE would, and returns it.
         row = (await self._conn.execute(_CLAIM, {"p_org": org_id, "p_id": run_id})).first()
-        return _to_entity(row) if row else None
+        return ClaimedRun(_to_entity(row), row.last_event_seq or 0) if row else None
 
     async def find_by_idempotency_key(self, org_id: OrgId, key: str) -> Run | None:
         query = select(runs).where(runs.c.org_id == org_id, runs.c.idempotency_key == key)
