@@ -52,6 +52,24 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_seconds() -> dict[str, float]:
+    """CPU time spent so far by the whole machine (every core, every process), and by PostgreSQL's processes
+    (those alive now: a pooled connection's backend lives as long as the deployment)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    first = Path("/proc/stat").read_text().splitlines()[0]  # cpu  user nice system idle iowait irq softirq ...
+    user, nice, system, _idle, _iowait, irq, softirq, *_ = (int(v) for v in first.split()[1:])
+    postgres = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # ended meanwhile
+            continue
+        if text.split("(", 1)[1].startswith("postgres)"):
+            fields = text.rsplit(")", 1)[1].split()
+            postgres += (int(fields[11]) + int(fields[12])) / ticks
+    return {"postgres": postgres, "machine": (user + nice + system + irq + softirq) / ticks}
+
+
 @dataclass(frozen=True)
 class RunningServer:
     base_url: str

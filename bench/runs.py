@@ -52,7 +52,16 @@ import httpx
 from mcp import Client
 from openai import AsyncOpenAI
 
-from bench._server import MCP_TOOL, Deployment, RunningProcess, database, deployment, fake_model, peak_memory_mb
+from bench._server import (
+    MCP_TOOL,
+    Deployment,
+    RunningProcess,
+    database,
+    deployment,
+    fake_model,
+    machine_cpu_seconds,
+    peak_memory_mb,
+)
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.mcp_servers import everything
 
@@ -199,6 +208,9 @@ class Measured:
     errors: int = 0
     cpu_per_run: dict[str, float] = field(default_factory=dict)
     """Each process's CPU seconds per run (the run shape)."""
+    other_cpu_per_run: dict[str, float] = field(default_factory=dict)
+    """PostgreSQL's and the whole machine's CPU seconds per run (the machine's: every process, the benchmark's
+    client, the model and the MCP server included)."""
     burst_wall: float = float("nan")
     burst_errors: int = 0
     burst_memory: dict[str, float] = field(default_factory=dict)
@@ -213,9 +225,9 @@ async def threadline_side(
     concurrency: int,
     connections: int,
     latency_runs: int,
-) -> tuple[float, float, float, int, dict[str, float]]:
-    """Runs/s and median seconds per run at `concurrency`, median seconds per run one at a time, errors and
-    each process's CPU seconds per run."""
+) -> tuple[float, float, float, int, dict[str, float], dict[str, float]]:
+    """Runs/s and median seconds per run at `concurrency`, median seconds per run one at a time, errors,
+    each process's CPU seconds per run, and PostgreSQL's and the machine's."""
     async with OtlpReceiver() as receiver:
         env = executor.env(connections) | {
             "THREADLINE_OPENAI_API_KEY": "sk-bench",
@@ -238,10 +250,11 @@ async def threadline_side(
             try:
                 await drive(warm_up, concurrency, lambda i: run_once(runs + i))  # sessions, caches, connections
                 print(f"{backend} {executor.name}: warmed up, measuring {runs} runs", file=sys.stderr, flush=True)
-                cpu_before = running.cpu_seconds()
+                cpu_before, other_before = running.cpu_seconds(), machine_cpu_seconds()
                 with profiled(profiled_process(running.processes)):
                     wall, durations, errors = await drive(runs, concurrency, run_once)
                 cpu = {name: (spent - cpu_before[name]) / runs for name, spent in running.cpu_seconds().items()}
+                other = {name: (spent - other_before[name]) / runs for name, spent in machine_cpu_seconds().items()}
                 _, one_at_a_time, latency_errors = await drive(latency_runs, 1, lambda i: run_once(runs + warm_up + i))
             finally:
                 for client in clients:
@@ -252,6 +265,7 @@ async def threadline_side(
             statistics.median(one_at_a_time) if one_at_a_time else float("nan"),
             errors + latency_errors,
             cpu,
+            other,
         )
 
 
@@ -295,6 +309,8 @@ class Bare:
     """Peak MB of the process that ran the burst."""
     cpu_per_run: float = float("nan")
     """CPU seconds per run of the process that drives the loop (its model and MCP clients)."""
+    machine_cpu_per_run: float = float("nan")
+    """The whole machine's CPU seconds per run (the model and the MCP server included)."""
 
 
 @asynccontextmanager
@@ -333,11 +349,14 @@ async def bare_loop(model_url: str, mcp_url: str) -> AsyncIterator[Callable[[int
 async def bare_side(model_url: str, mcp_url: str, runs: int, concurrency: int, latency_runs: int) -> Bare:
     async with bare_loop(model_url, mcp_url) as run_once:
         await drive(min(runs, 20), concurrency, run_once)
-        cpu_before = time.process_time()
+        cpu_before, machine_before = time.process_time(), machine_cpu_seconds()["machine"]
         wall, _, errors = await drive(runs, concurrency, run_once)
         cpu = (time.process_time() - cpu_before) / runs
+        machine = (machine_cpu_seconds()["machine"] - machine_before) / runs
         _, one_at_a_time, latency_errors = await drive(latency_runs, 1, run_once)
-    return Bare(runs / wall, statistics.median(one_at_a_time), errors + latency_errors, cpu_per_run=cpu)
+    found = Bare(runs / wall, statistics.median(one_at_a_time), errors + latency_errors, cpu_per_run=cpu)
+    found.machine_cpu_per_run = machine
+    return found
 
 
 async def bare_burst_here(model_url: str, mcp_url: str, count: int) -> dict[str, float]:
@@ -494,7 +513,7 @@ async def one_round(args: argparse.Namespace, mcp_url: str) -> tuple[list[Measur
     measured = [Measured(e) for e in args.executors]
     async with fake_model(0) as model_url:
         for m in measured:
-            m.runs_per_second, m.p50_run, m.p50_one, m.errors, m.cpu_per_run = await threadline_side(
+            found = await threadline_side(
                 args.backend,
                 m.executor,
                 model_url,
@@ -504,17 +523,21 @@ async def one_round(args: argparse.Namespace, mcp_url: str) -> tuple[list[Measur
                 args.connections,
                 args.latency_runs,
             )
+            m.runs_per_second, m.p50_run, m.p50_one, m.errors, m.cpu_per_run, m.other_cpu_per_run = found
             print(
                 f"{args.backend} {m.executor.name}: {m.runs_per_second:7.1f} runs/s, median run "
                 f"{m.p50_run * 1000:6.1f} ms ({args.concurrency} at a time), {m.p50_one * 1000:6.1f} ms (one at a "
                 f"time), errors {m.errors}, CPU per run "
-                + ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in m.cpu_per_run.items()),
+                + ", ".join(
+                    f"{name} {seconds * 1000:.0f} ms" for name, seconds in (m.cpu_per_run | m.other_cpu_per_run).items()
+                ),
                 flush=True,
             )
         bare = await bare_side(model_url, mcp_url, args.runs, args.concurrency, args.latency_runs)
         print(
             f"{args.backend} bare loop: {bare.runs_per_second:7.1f} runs/s, median run {bare.p50_run * 1000:6.1f} ms "
-            f"(one at a time), errors {bare.errors}, CPU per run {bare.cpu_per_run * 1000:.1f} ms",
+            f"(one at a time), errors {bare.errors}, CPU per run {bare.cpu_per_run * 1000:.1f} ms, machine "
+            f"{bare.machine_cpu_per_run * 1000:.0f} ms",
             flush=True,
         )
     if args.burst:
