@@ -47,7 +47,13 @@ _ADMIT = text("UPDATE runs SET admitted_at = now() WHERE id = :run")
 _RELEASE = text(
     "UPDATE runs SET admitted_at = NULL WHERE id = :run AND status NOT IN ('queued', 'in_progress') RETURNING org_id"
 )
-_ANY_WAITING = text(f"SELECT EXISTS (SELECT 1 FROM runs r WHERE r.org_id = :org AND {_WAITS})")
+# Whether a run of the organization sleeps until a slot is given back: refused, its job due later. (A job just
+# queued is due already, and its workers were told: there is nothing to wake.)
+_ANY_SLEEPING = text(
+    "SELECT EXISTS (SELECT 1 FROM runs r JOIN procrastinate_jobs j ON j.queueing_lock = CAST(r.id AS text)"
+    " AND j.status = 'todo' AND j.scheduled_at > now()"
+    " WHERE r.org_id = :org AND r.status = 'queued' AND r.admitted_at IS NULL)"
+)
 # The oldest runs of the organization that wait for a slot with a job in the queue (older than :before, if given).
 _WAITING = text(
     "SELECT j.id, j.queue_name FROM runs r"
@@ -56,9 +62,11 @@ _WAITING = text(
     " AND (CAST(:before AS uuid) IS NULL OR r.created_at < (SELECT created_at FROM runs WHERE id = :before))"
     " ORDER BY r.created_at, r.id LIMIT :count"
 )
-# The job is due now, and the workers hear of it as of a new job (procrastinate's own notification).
+# The job is due now, and the workers hear of it as of a new job (procrastinate's own notification); a job due
+# already is left as it is.
 _WAKE = text(
-    "WITH due AS (UPDATE procrastinate_jobs SET scheduled_at = now() WHERE id = :job AND status = 'todo' RETURNING id)"
+    "WITH due AS (UPDATE procrastinate_jobs SET scheduled_at = now()"
+    " WHERE id = :job AND status = 'todo' AND scheduled_at > now() RETURNING id)"
     " SELECT pg_notify(channel, json_build_object('type', 'job_inserted', 'job_id', :job)::text)"
     " FROM due, (VALUES ('procrastinate_queue_v1#' || :queue), ('procrastinate_any_queue_v1')) AS c(channel)"
 )
@@ -109,7 +117,7 @@ class RunAdmission:
                 return
             # Asked once the slot given back is committed: a run refused before that and queued again after
             # this question wakes itself (see WorkerRuns), and sees the slot free.
-            if not (await conn.execute(_ANY_WAITING, {"org": released.org_id})).scalar_one():
+            if not (await conn.execute(_ANY_SLEEPING, {"org": released.org_id})).scalar_one():
                 return
         await self.wake(OrgId(released.org_id))
 
