@@ -1,7 +1,9 @@
 """The language model port: one call of a chat model with tools, optionally streaming its text."""
 
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 from domain.agents import ModelSettings
@@ -16,6 +18,11 @@ class ToolDefinition:
     name: str
     description: str
     parameters: Mapping[str, Any]
+
+    @cached_property
+    def parameters_json(self) -> str:
+        """The JSON Schema as JSON text (made once: a run's requests measure it at every step)."""
+        return json.dumps(dict(self.parameters), ensure_ascii=False)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -55,7 +55,7 @@ def tool_tokens(tools: Sequence[ToolDefinition]) -> int:
         TOOL_DEFINITION_OVERHEAD_TOKENS
         + text_tokens(tool.name)
         + text_tokens(tool.description)
-        + text_tokens(json.dumps(dict(tool.parameters), ensure_ascii=False))
+        + text_tokens(tool.parameters_json)
         for tool in tools
     )
 

@@ -74,7 +74,13 @@ class AssembledTools:
         return [t.name for t in self.tools]
 
     def definitions(self) -> list[ToolDefinition]:
-        return [ToolDefinition(name=t.name, description=t.description, parameters=t.parameters) for t in self.tools]
+        return list(self._definitions)
+
+    @cached_property
+    def _definitions(self) -> tuple[ToolDefinition, ...]:
+        return tuple(
+            ToolDefinition(name=t.name, description=t.description, parameters=t.parameters) for t in self.tools
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
