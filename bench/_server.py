@@ -93,6 +93,13 @@ class Deployment:
     apis: list[RunningServer]
     processes: list[RunningProcess]
     """Every process of the deployment, API replicas first."""
+    log: Path
+    """The processes' logs, from when they were ready (THREADLINE_BENCH_SERVER_LOG, or a file of the deployment's)."""
+
+    def problems(self, most: int = 20) -> list[str]:
+        """The first warning and error lines of the processes' logs (what to look at when runs failed)."""
+        found = [line.rstrip() for line in self.log.read_text(errors="replace").splitlines() if _PROBLEM.search(line)]
+        return found[:most]
 
     def peak_memory_mb(self) -> dict[str, float]:
         """Each process's peak resident memory so far, by name."""
@@ -118,7 +125,10 @@ def _started(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Pop
             process.wait()
 
 
-def _wait_ready(name: str, process: subprocess.Popen[str], ready: str, stack: ExitStack) -> None:
+_PROBLEM = re.compile(r" (WARNING|ERROR|CRITICAL) |Traceback")
+
+
+def _wait_ready(name: str, process: subprocess.Popen[str], ready: str, log: Path, stack: ExitStack) -> None:
     """Reads the process's log until `ready`, then keeps draining it so it never blocks on a full pipe."""
     assert process.stderr is not None
     seen: list[str] = []
@@ -128,8 +138,7 @@ def _wait_ready(name: str, process: subprocess.Popen[str], ready: str, stack: Ex
             break
     else:
         raise RuntimeError(f"{name} did not start:\n{''.join(seen[-30:])}")
-    log = os.environ.get("THREADLINE_BENCH_SERVER_LOG")
-    sink: IO[str] | int = stack.enter_context(open(log, "a")) if log else subprocess.DEVNULL  # noqa: SIM115
+    sink: IO[str] = stack.enter_context(open(log, "a"))  # noqa: SIM115
     drain = subprocess.Popen(["cat"], stdin=process.stderr, stdout=sink)
     stack.callback(drain.wait, 60)
 
@@ -160,6 +169,8 @@ def deployment(
     ports = [free_port() for _ in range(apis)]
     with ExitStack() as stack:
         drains = stack.enter_context(ExitStack())  # closed last: the processes have stopped, their logs end
+        named = os.environ.get("THREADLINE_BENCH_SERVER_LOG")
+        log = Path(named) if named else Path(stack.enter_context(TemporaryDirectory())) / "deployment.log"
         started: list[tuple[str, subprocess.Popen[str], str]] = []
         for index, port in enumerate(ports):
             command = [*_PREFIX, THREADLINE, "serve", "--no-migrate", "--port", str(port)]
@@ -168,7 +179,7 @@ def deployment(
             process = stack.enter_context(_started([THREADLINE, "worker"], env))
             started.append((f"worker-{index}", process, WORKER_READY))
         for name, process, ready in started:  # they start side by side
-            _wait_ready(name, process, ready, drains)
+            _wait_ready(name, process, ready, log, drains)
         headers = {"Authorization": f"Bearer {key}"}
         yield Deployment(
             apis=[
@@ -176,6 +187,7 @@ def deployment(
                 for port, (_, process, _) in zip(ports, started, strict=False)
             ],
             processes=[RunningProcess(name, process.pid) for name, process, _ in started],
+            log=log,
         )
 
 

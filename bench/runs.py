@@ -22,14 +22,16 @@ the bare loop's burst runs in a process of its own, for its peak memory.
 
 The whole measurement is done `--rounds` times; the closing table has the medians, how far the rounds spread,
 and each figure's ratio to the bare loop of the same round (the machine may be busy: compare ratios).
-THREADLINE_BENCH_PROFILE=<file> samples the first API process with py-spy while the run shape is measured.
+THREADLINE_BENCH_PROFILE=<file> samples the first API process with py-spy while the run shape is measured
+(THREADLINE_BENCH_PROFILE_PROCESS=worker-0: that process).
 
 `--executors` lists the deployments measured, each on a fresh database: `in_process` (one `threadline serve`
 that executes its runs) and `AxW`, worker mode (PostgreSQL): A `threadline serve` replicas that queue runs
 and W `threadline worker` processes that execute them. Runs are spread round-robin over the API replicas and
 followed on the replica that created them. Every deployment gets `--connections` PostgreSQL connections in
 all (THREADLINE_DATABASE_POOL_SIZE per process is sized to fit; README "Worker mode"); a worker executes
-up to `--burst` / W runs at once in the burst, as the in-process server executes `--burst`. The table at the
+up to `--burst` / W runs at once in the burst, as the in-process server executes `--burst`. `agno` is Agno
+AgentOS doing the same runs (bench/agentos.py installs it into a venv of its own the first time). The table at the
 end gives ratios against `in_process` measured in the same invocation.
 """
 
@@ -52,6 +54,7 @@ import httpx
 from mcp import Client
 from openai import AsyncOpenAI
 
+from bench import agentos
 from bench._server import (
     MCP_TOOL,
     Deployment,
@@ -70,7 +73,8 @@ TOOL = MCP_TOOL
 
 @dataclass(frozen=True)
 class Executor:
-    """in_process: one API process that executes its runs; AxW: A API replicas and W workers (worker mode)."""
+    """in_process: one API process that executes its runs; AxW: A API replicas and W workers (worker mode);
+    agno: Agno AgentOS doing the same runs (bench/agentos.py), for comparison."""
 
     name: str
     apis: int = 1
@@ -78,11 +82,11 @@ class Executor:
 
     @classmethod
     def parse(cls, text: str) -> "Executor":
-        if text == "in_process":
+        if text in ("in_process", "agno"):
             return cls(text)
         apis, _, workers = text.partition("x")
         if not (apis.isdigit() and workers.isdigit() and int(apis) > 0 and int(workers) > 0):
-            raise argparse.ArgumentTypeError(f"{text!r}: an executor is in_process or AxW, e.g. 2x2")
+            raise argparse.ArgumentTypeError(f"{text!r}: an executor is in_process, AxW (e.g. 2x2) or agno")
         return cls(text, int(apis), int(workers))
 
     @property
@@ -228,6 +232,8 @@ async def threadline_side(
 ) -> tuple[float, float, float, int, dict[str, float], dict[str, float]]:
     """Runs/s and median seconds per run at `concurrency`, median seconds per run one at a time, errors,
     each process's CPU seconds per run, and PostgreSQL's and the machine's."""
+    if executor.name == "agno":
+        return await agno_side(backend, model_url, mcp_url, runs, concurrency, latency_runs)
     async with OtlpReceiver() as receiver:
         env = executor.env(connections) | {
             "THREADLINE_OPENAI_API_KEY": "sk-bench",
@@ -267,6 +273,50 @@ async def threadline_side(
             cpu,
             other,
         )
+
+
+async def agno_side(
+    backend: str, model_url: str, mcp_url: str, runs: int, concurrency: int, latency_runs: int
+) -> tuple[float, float, float, int, dict[str, float], dict[str, float]]:
+    """The figures of threadline_side, for Agno AgentOS doing the same runs."""
+    async with agentos.agno_os(backend, model_url, mcp_url) as running:
+        http = agentos.client(running)
+
+        async def run_once(_index: int) -> tuple[float, bool]:
+            duration, status = await agentos.one_agno_run(http, RUN_TIMEOUT_SECONDS)
+            return duration, status == "completed"
+
+        try:
+            await drive(min(runs, 20), concurrency, run_once)
+            print(f"{backend} agno: warmed up, measuring {runs} runs", file=sys.stderr, flush=True)
+            cpu_before, other_before = running.cpu_seconds(), machine_cpu_seconds()
+            wall, durations, errors = await drive(runs, concurrency, run_once)
+            cpu = {name: (spent - cpu_before[name]) / runs for name, spent in running.cpu_seconds().items()}
+            other = {name: (spent - other_before[name]) / runs for name, spent in machine_cpu_seconds().items()}
+            _, one_at_a_time, latency_errors = await drive(latency_runs, 1, run_once)
+        finally:
+            await http.aclose()
+    p50_one = statistics.median(one_at_a_time) if one_at_a_time else float("nan")
+    return runs / wall, statistics.median(durations), p50_one, errors + latency_errors, cpu, other
+
+
+async def agno_burst(backend: str, model_url: str, mcp_url: str, count: int) -> tuple[float, int, dict[str, float]]:
+    """Wall time, errors and peak memory (MB) of `count` Agno AgentOS runs started at once."""
+    async with agentos.agno_os(backend, model_url, mcp_url) as running:
+        http = agentos.client(running)
+        try:
+            began = time.perf_counter()
+            results = await asyncio.gather(
+                *(agentos.one_agno_run(http, RUN_TIMEOUT_SECONDS) for _ in range(count)), return_exceptions=True
+            )
+            wall = time.perf_counter() - began
+        finally:
+            await http.aclose()
+        memory = running.peak_memory_mb()
+    outcomes = Counter(type(r).__name__ if isinstance(r, BaseException) else r[1] for r in results)
+    errors = sum(n for outcome, n in outcomes.items() if outcome != "completed")
+    print(f"{backend} agno: {count} concurrent runs: wall {wall:.2f} s, errors {errors}, outcomes {dict(outcomes)}")
+    return wall, errors, memory
 
 
 PROFILE = os.environ.get("THREADLINE_BENCH_PROFILE")
@@ -389,6 +439,8 @@ async def burst(
     backend: str, executor: Executor, model_url: str, mcp_url: str, count: int, latency_ms: float, connections: int
 ) -> tuple[float, int, dict[str, float]]:
     """Wall time, errors and each process's peak memory (MB) of `count` runs started at once."""
+    if executor.name == "agno":
+        return await agno_burst(backend, model_url, mcp_url, count)
     env = executor.env(connections, runs_at_once=count) | {
         "THREADLINE_OPENAI_API_KEY": "sk-bench",
         "THREADLINE_OPENAI_BASE_URL": model_url,
@@ -407,6 +459,7 @@ async def burst(
             for client in clients:
                 await client.aclose()
         memory = running.peak_memory_mb()
+        problems = running.problems()
     outcomes = Counter(type(r).__name__ if isinstance(r, BaseException) else r[1] for r in results)
     errors = sum(n for outcome, n in outcomes.items() if outcome != "completed")
     ideal = 2 * latency_ms / 1000
@@ -417,6 +470,8 @@ async def burst(
         + f"; outcomes {dict(outcomes)}",
         flush=True,
     )
+    if errors:
+        print("\n".join(["the deployment's first warnings and errors:", *problems]), flush=True)
     return wall, errors, memory
 
 
