@@ -8,6 +8,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from infrastructure.persistence.sqlite_driver import OneHopDbapi
 from infrastructure.persistence.vector_cache import VectorCache
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -72,7 +73,11 @@ def _closed(dbapi_connection: Any) -> bool:
 
 
 def _sqlite_engine(database_url: str) -> AsyncEngine:
-    engine = create_async_engine(database_url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+    engine = create_async_engine(
+        database_url,
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        module=OneHopDbapi(),  # one hand-off to SQLite's thread per statement (see sqlite_driver.py)
+    )
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
