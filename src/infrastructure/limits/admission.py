@@ -29,37 +29,33 @@ _LIMIT_AND_RUN = text(
     "SELECT o.max_concurrent_runs, r.status, r.admitted_at, r.request_id FROM organizations o"
     " LEFT JOIN runs r ON r.id = :run AND r.org_id = o.id WHERE o.id = :org FOR UPDATE OF o"
 )
-_HOLDING = text(
+# The slots held in the organization: its runs admitted and queued or in progress.
+_HOLDING_COUNT = (
     "SELECT count(*) FROM runs WHERE org_id = :org AND admitted_at IS NOT NULL AND status IN ('queued', 'in_progress')"
 )
-# A runs waits for a slot: queued, not admitted, its job in the queue.
-_WAITS = (
-    "r.status = 'queued' AND r.admitted_at IS NULL"
-    " AND EXISTS (SELECT 1 FROM procrastinate_jobs j WHERE j.queueing_lock = CAST(r.id AS text) AND j.status = 'todo')"
+_HOLDING = text(_HOLDING_COUNT)
+# The organization's runs that wait for a slot (queued, not admitted) with their job (`j`) in the queue.
+_WAITING_JOBS = (
+    "runs r JOIN procrastinate_jobs j ON j.queueing_lock = CAST(r.id AS text) AND j.status = 'todo'"
+    " WHERE r.org_id = :org AND r.status = 'queued' AND r.admitted_at IS NULL"
 )
-# The slots held in the organization, and how many of its runs older than :run wait for one.
+_OLDER_THAN = "r.created_at < (SELECT created_at FROM runs WHERE id = {})"
+# The slots held, and how many of the waiting runs are older than :run.
 _HOLDING_AND_AHEAD = text(
-    "SELECT count(*) FILTER (WHERE r.admitted_at IS NOT NULL) AS holding,"
-    f" count(*) FILTER (WHERE {_WAITS} AND r.created_at < (SELECT created_at FROM runs WHERE id = :run)) AS ahead"
-    " FROM runs r WHERE r.org_id = :org AND r.status IN ('queued', 'in_progress')"
+    f"SELECT ({_HOLDING_COUNT}) AS holding,"
+    f" (SELECT count(*) FROM {_WAITING_JOBS} AND {_OLDER_THAN.format(':run')}) AS ahead"
 )
 _ADMIT = text("UPDATE runs SET admitted_at = now() WHERE id = :run")
 _RELEASE = text(
     "UPDATE runs SET admitted_at = NULL WHERE id = :run AND status NOT IN ('queued', 'in_progress') RETURNING org_id"
 )
-# Whether a run of the organization sleeps until a slot is given back: refused, its job due later. (A job just
-# queued is due already, and its workers were told: there is nothing to wake.)
-_ANY_SLEEPING = text(
-    "SELECT EXISTS (SELECT 1 FROM runs r JOIN procrastinate_jobs j ON j.queueing_lock = CAST(r.id AS text)"
-    " AND j.status = 'todo' AND j.scheduled_at > now()"
-    " WHERE r.org_id = :org AND r.status = 'queued' AND r.admitted_at IS NULL)"
-)
-# The oldest runs of the organization that wait for a slot with a job in the queue (older than :before, if given).
+# Whether a waiting run sleeps until a slot is given back: refused, its job due later. (A job just queued is due
+# already, and its workers were told: there is nothing to wake.)
+_ANY_SLEEPING = text(f"SELECT EXISTS (SELECT 1 FROM {_WAITING_JOBS} AND j.scheduled_at > now())")
+# The oldest waiting runs' jobs (older than :before, if given).
 _WAITING = text(
-    "SELECT j.id, j.queue_name FROM runs r"
-    " JOIN procrastinate_jobs j ON j.queueing_lock = CAST(r.id AS text) AND j.status = 'todo'"
-    " WHERE r.org_id = :org AND r.status = 'queued' AND r.admitted_at IS NULL"
-    " AND (CAST(:before AS uuid) IS NULL OR r.created_at < (SELECT created_at FROM runs WHERE id = :before))"
+    f"SELECT j.id, j.queue_name FROM {_WAITING_JOBS}"
+    f" AND (CAST(:before AS uuid) IS NULL OR {_OLDER_THAN.format(':before')})"
     " ORDER BY r.created_at, r.id LIMIT :count"
 )
 # The job is due now, and the workers hear of it as of a new job (procrastinate's own notification); a job due
