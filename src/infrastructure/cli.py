@@ -153,17 +153,11 @@ def worker(
         finally:
             await close_resources(container)
 
-    with asyncio.Runner(loop_factory=_fastest_loop()) as runner:  # the API's loop, as uvicorn picks it
+    from uvicorn.loops.auto import auto_loop_factory
+
+    # The loop the API runs on, as uvicorn picks it (uvloop where it is installed).
+    with asyncio.Runner(loop_factory=auto_loop_factory()) as runner:
         runner.run(main())
-
-
-def _fastest_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop where it is installed (uvicorn[standard] brings it, except on Windows), else asyncio's own."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
 
 
 async def _caller_for(container: Container, org_slug: str) -> Caller:
