@@ -220,6 +220,36 @@ class Measured:
     burst_memory: dict[str, float] = field(default_factory=dict)
 
 
+Figures = tuple[float, float, float, int, dict[str, float], dict[str, float]]
+"""Runs/s and median seconds per run at the benchmark's concurrency, median seconds per run one at a time,
+errors, each process's CPU seconds per run, and PostgreSQL's and the whole machine's."""
+
+
+async def measure(
+    name: str,
+    run_once: Callable[[int], Awaitable[tuple[float, bool]]],
+    cpu_seconds: Callable[[], dict[str, float]],
+    profiled_pid: int,
+    *,
+    runs: int,
+    concurrency: int,
+    latency_runs: int,
+    warm_up: int,
+) -> Figures:
+    """Warm up, then `runs` runs `concurrency` at a time (sampled by py-spy when asked), then `latency_runs` one at a
+    time; `run_once(i)` is the i-th run (the warm-up takes runs + 0..warm_up, the ones at a time what follows)."""
+    await drive(warm_up, concurrency, lambda i: run_once(runs + i))  # sessions, caches, connections
+    print(f"{name}: warmed up, measuring {runs} runs", file=sys.stderr, flush=True)
+    cpu_before, other_before = cpu_seconds(), machine_cpu_seconds()
+    with profiled(profiled_pid):
+        wall, durations, errors = await drive(runs, concurrency, run_once)
+    cpu = {process: (spent - cpu_before[process]) / runs for process, spent in cpu_seconds().items()}
+    other = {process: (spent - other_before[process]) / runs for process, spent in machine_cpu_seconds().items()}
+    _, one_at_a_time, latency_errors = await drive(latency_runs, 1, lambda i: run_once(runs + warm_up + i))
+    p50_one = statistics.median(one_at_a_time) if one_at_a_time else float("nan")
+    return runs / wall, statistics.median(durations), p50_one, errors + latency_errors, cpu, other
+
+
 async def threadline_side(
     backend: str,
     executor: Executor,
@@ -229,9 +259,7 @@ async def threadline_side(
     concurrency: int,
     connections: int,
     latency_runs: int,
-) -> tuple[float, float, float, int, dict[str, float], dict[str, float]]:
-    """Runs/s and median seconds per run at `concurrency`, median seconds per run one at a time, errors,
-    each process's CPU seconds per run, and PostgreSQL's and the machine's."""
+) -> Figures:
     if executor.name == "agno":
         return await agno_side(backend, model_url, mcp_url, runs, concurrency, latency_runs)
     async with OtlpReceiver() as receiver:
@@ -254,69 +282,51 @@ async def threadline_side(
                 return duration, status == "completed"
 
             try:
-                await drive(warm_up, concurrency, lambda i: run_once(runs + i))  # sessions, caches, connections
-                print(f"{backend} {executor.name}: warmed up, measuring {runs} runs", file=sys.stderr, flush=True)
-                cpu_before, other_before = running.cpu_seconds(), machine_cpu_seconds()
-                with profiled(profiled_process(running.processes)):
-                    wall, durations, errors = await drive(runs, concurrency, run_once)
-                cpu = {name: (spent - cpu_before[name]) / runs for name, spent in running.cpu_seconds().items()}
-                other = {name: (spent - other_before[name]) / runs for name, spent in machine_cpu_seconds().items()}
-                _, one_at_a_time, latency_errors = await drive(latency_runs, 1, lambda i: run_once(runs + warm_up + i))
+                return await measure(
+                    f"{backend} {executor.name}",
+                    run_once,
+                    running.cpu_seconds,
+                    profiled_process(running.processes),
+                    runs=runs,
+                    concurrency=concurrency,
+                    latency_runs=latency_runs,
+                    warm_up=warm_up,
+                )
             finally:
                 for client in clients:
                     await client.aclose()
-        return (
-            runs / wall,
-            statistics.median(durations),
-            statistics.median(one_at_a_time) if one_at_a_time else float("nan"),
-            errors + latency_errors,
-            cpu,
-            other,
-        )
 
 
 async def agno_side(
     backend: str, model_url: str, mcp_url: str, runs: int, concurrency: int, latency_runs: int
-) -> tuple[float, float, float, int, dict[str, float], dict[str, float]]:
+) -> Figures:
     """The figures of threadline_side, for Agno AgentOS doing the same runs."""
-    async with agentos.agno_os(backend, model_url, mcp_url) as running:
-        http = agentos.client(running)
+    async with agentos.agno_os(backend, model_url, mcp_url) as running, agentos.client(running) as http:
 
         async def run_once(_index: int) -> tuple[float, bool]:
             duration, status = await agentos.one_agno_run(http, RUN_TIMEOUT_SECONDS)
             return duration, status == "completed"
 
-        try:
-            await drive(min(runs, 20), concurrency, run_once)
-            print(f"{backend} agno: warmed up, measuring {runs} runs", file=sys.stderr, flush=True)
-            cpu_before, other_before = running.cpu_seconds(), machine_cpu_seconds()
-            wall, durations, errors = await drive(runs, concurrency, run_once)
-            cpu = {name: (spent - cpu_before[name]) / runs for name, spent in running.cpu_seconds().items()}
-            other = {name: (spent - other_before[name]) / runs for name, spent in machine_cpu_seconds().items()}
-            _, one_at_a_time, latency_errors = await drive(latency_runs, 1, run_once)
-        finally:
-            await http.aclose()
-    p50_one = statistics.median(one_at_a_time) if one_at_a_time else float("nan")
-    return runs / wall, statistics.median(durations), p50_one, errors + latency_errors, cpu, other
+        return await measure(
+            f"{backend} agno",
+            run_once,
+            running.cpu_seconds,
+            running.processes[0].pid,
+            runs=runs,
+            concurrency=concurrency,
+            latency_runs=latency_runs,
+            warm_up=min(runs, 20),
+        )
 
 
-async def agno_burst(backend: str, model_url: str, mcp_url: str, count: int) -> tuple[float, int, dict[str, float]]:
-    """Wall time, errors and peak memory (MB) of `count` Agno AgentOS runs started at once."""
-    async with agentos.agno_os(backend, model_url, mcp_url) as running:
-        http = agentos.client(running)
-        try:
-            began = time.perf_counter()
-            results = await asyncio.gather(
-                *(agentos.one_agno_run(http, RUN_TIMEOUT_SECONDS) for _ in range(count)), return_exceptions=True
-            )
-            wall = time.perf_counter() - began
-        finally:
-            await http.aclose()
-        memory = running.peak_memory_mb()
+async def at_once(runs: Sequence[Awaitable[tuple[float, str]]]) -> tuple[float, Counter[str], int]:
+    """Wall time of `runs` started at once, how they ended (an exception by its type), and how many did not
+    complete."""
+    began = time.perf_counter()
+    results = await asyncio.gather(*runs, return_exceptions=True)
+    wall = time.perf_counter() - began
     outcomes = Counter(type(r).__name__ if isinstance(r, BaseException) else r[1] for r in results)
-    errors = sum(n for outcome, n in outcomes.items() if outcome != "completed")
-    print(f"{backend} agno: {count} concurrent runs: wall {wall:.2f} s, errors {errors}, outcomes {dict(outcomes)}")
-    return wall, errors, memory
+    return wall, outcomes, sum(n for outcome, n in outcomes.items() if outcome != "completed")
 
 
 PROFILE = os.environ.get("THREADLINE_BENCH_PROFILE")
@@ -404,9 +414,13 @@ async def bare_side(model_url: str, mcp_url: str, runs: int, concurrency: int, l
         cpu = (time.process_time() - cpu_before) / runs
         machine = (machine_cpu_seconds()["machine"] - machine_before) / runs
         _, one_at_a_time, latency_errors = await drive(latency_runs, 1, run_once)
-    found = Bare(runs / wall, statistics.median(one_at_a_time), errors + latency_errors, cpu_per_run=cpu)
-    found.machine_cpu_per_run = machine
-    return found
+    return Bare(
+        runs / wall,
+        statistics.median(one_at_a_time),
+        errors + latency_errors,
+        cpu_per_run=cpu,
+        machine_cpu_per_run=machine,
+    )
 
 
 async def bare_burst_here(model_url: str, mcp_url: str, count: int) -> dict[str, float]:
@@ -439,29 +453,30 @@ async def burst(
     backend: str, executor: Executor, model_url: str, mcp_url: str, count: int, latency_ms: float, connections: int
 ) -> tuple[float, int, dict[str, float]]:
     """Wall time, errors and each process's peak memory (MB) of `count` runs started at once."""
+    problems: list[str] = []
     if executor.name == "agno":
-        return await agno_burst(backend, model_url, mcp_url, count)
-    env = executor.env(connections, runs_at_once=count) | {
-        "THREADLINE_OPENAI_API_KEY": "sk-bench",
-        "THREADLINE_OPENAI_BASE_URL": model_url,
-        "THREADLINE_MCP_ALLOWED_NETWORKS": "127.0.0.0/8",
-        "THREADLINE_SECRET_KEY": "bench",
-    }
-    async with threadline(backend, executor, env) as running:
-        clients, threads = await setup(running, mcp_url, count)
-        try:
-            began = time.perf_counter()
-            results = await asyncio.gather(
-                *(one_run(clients[i % len(clients)], t) for i, t in enumerate(threads)), return_exceptions=True
+        async with agentos.agno_os(backend, model_url, mcp_url) as running_agno, agentos.client(running_agno) as http:
+            wall, outcomes, errors = await at_once(
+                [agentos.one_agno_run(http, RUN_TIMEOUT_SECONDS) for _ in range(count)]
             )
-            wall = time.perf_counter() - began
-        finally:
-            for client in clients:
-                await client.aclose()
-        memory = running.peak_memory_mb()
-        problems = running.problems()
-    outcomes = Counter(type(r).__name__ if isinstance(r, BaseException) else r[1] for r in results)
-    errors = sum(n for outcome, n in outcomes.items() if outcome != "completed")
+            memory = running_agno.peak_memory_mb()
+    else:
+        env = executor.env(connections, runs_at_once=count) | {
+            "THREADLINE_OPENAI_API_KEY": "sk-bench",
+            "THREADLINE_OPENAI_BASE_URL": model_url,
+            "THREADLINE_MCP_ALLOWED_NETWORKS": "127.0.0.0/8",
+            "THREADLINE_SECRET_KEY": "bench",
+        }
+        async with threadline(backend, executor, env) as running:
+            clients, threads = await setup(running, mcp_url, count)
+            try:
+                wall, outcomes, errors = await at_once(
+                    [one_run(clients[i % len(clients)], t) for i, t in enumerate(threads)]
+                )
+            finally:
+                for client in clients:
+                    await client.aclose()
+            memory, problems = running.peak_memory_mb(), running.problems()
     ideal = 2 * latency_ms / 1000
     print(
         f"{backend} {executor.name}: {count} concurrent runs, model latency {latency_ms:.0f} ms/call: "
