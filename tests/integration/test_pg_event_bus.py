@@ -53,6 +53,22 @@ async def test_events_published_by_one_process_reach_followers_of_another_in_ord
     assert received[41].payload == MessageDelta(message_id=MessageId(uuid.UUID(int=1)), text="word 42 ")
 
 
+async def test_events_published_just_before_a_process_closes_still_reach_other_processes(database_url: str) -> None:
+    api, worker = PostgresRunEventBus(database_url), PostgresRunEventBus(database_url)
+    await api.start()
+    await worker.start()
+    run_id = RunId(uuid.uuid4())
+    try:
+        async with api.subscribe(run_id) as follower:
+            for seq in range(1, 51):
+                await worker.publish(_delta(run_id, seq, f"word {seq} "))
+            await worker.close()  # a worker stopping right after its run's last events
+            received = await _received(follower, 50)
+    finally:
+        await api.close()
+    assert [e.seq for e in received] == list(range(1, 51))
+
+
 async def test_an_event_larger_than_a_notification_arrives_whole(
     buses: tuple[PostgresRunEventBus, PostgresRunEventBus],
 ) -> None:
