@@ -69,6 +69,27 @@ async def test_a_follower_arriving_as_the_run_starts_gets_each_event_once_and_he
     ]
 
 
+async def test_the_events_that_arrived_while_the_follower_was_away_come_as_one_batch() -> None:
+    app = FakeApp()
+    thinking = Hold()
+    app.model.then(thinking, answer("Hello"))
+    run = await queued_run(app)
+    bus = _StartsTheRunWhileSubscribing(app, run, thinking)
+    batches: list[list[str] | None] = []
+    async with await FollowRun(app.uow, bus).execute(member(run.org_id), run.id) as follower:
+        async for batch in follower.batches(heartbeat=0.01):
+            batches.append(None if batch is None else [event.type.value for event in batch])
+            if batch is None:
+                thinking.release.set()
+                assert bus.task is not None
+                await bus.task  # the run ends before the follower looks again
+    assert batches == [
+        ["run.created", "run.in_progress"],
+        None,
+        ["message.delta", "message.delta", "run.completed"],
+    ]
+
+
 class _Deaf:
     """A subscription that hears nothing: the process's link to the process executing the run is down."""
 

@@ -39,33 +39,46 @@ class RunFollower:
         """The history, then live events (None after `heartbeat` seconds of silence, once what storage has
         since then is given) until one ends it, or until `until` is set (the process is stopping: the
         follower comes back with Last-Event-ID). Each event once, in order of seq."""
-        last = 0
-        for past in self.history:
-            last = max(last, past.seq)
-            yield past
+        async for batch in self.batches(heartbeat, until):
+            if batch is None:
+                yield None
+                continue
+            for event in batch:
+                yield event
+
+    async def batches(
+        self, heartbeat: float, until: asyncio.Event | None = None
+    ) -> AsyncIterator[list[RunEvent] | None]:
+        """The same as `events`, each time with every event that has arrived meanwhile (never empty), so that a
+        stream can send them at once."""
+        if self.history:
+            yield list(self.history)
+        last = max((past.seq for past in self.history), default=0)
         if self.settled or (self.history and self._ends(self.history[-1])):
             return
         stopping: asyncio.Future[Any] = asyncio.ensure_future((until or asyncio.Event()).wait())
         try:
             while not stopping.done():
-                event = await self._next(heartbeat, stopping)
-                if event is None:
-                    if stopping.done():
-                        continue
-                    for missed in await self._stored_after(last):
-                        if missed.seq <= last:
+                arrived = self.subscription.received()
+                if not arrived:
+                    event = await self._next(heartbeat, stopping)
+                    if event is None:
+                        if stopping.done():
                             continue
-                        last = missed.seq
-                        yield missed
-                        if missed.type.ends_stream:
+                        missed, ended = _after(await self._stored_after(last), last)
+                        if missed:
+                            last = missed[-1].seq
+                            yield missed
+                        if ended:
                             return
-                    yield None
-                    continue
-                if event.seq <= last:
-                    continue
-                last = event.seq
-                yield event
-                if event.type.ends_stream:
+                        yield None
+                        continue
+                    arrived = [event, *self.subscription.received()]
+                batch, ended = _after(arrived, last)
+                if batch:
+                    last = batch[-1].seq
+                    yield batch
+                if ended:
                     return
         finally:
             stopping.cancel()
@@ -135,6 +148,19 @@ class FollowRun:
             history=history, subscription=subscription, settled=settled, going_on=going_on, stored_after=stored_after
         )
         return _holding(follower, stack)
+
+
+def _after(events: Sequence[RunEvent], last: int) -> tuple[list[RunEvent], bool]:
+    """The events numbered past `last`, up to the first that ends the stream; and whether one did."""
+    taken: list[RunEvent] = []
+    for event in events:
+        if event.seq <= last:
+            continue
+        last = event.seq
+        taken.append(event)
+        if event.type.ends_stream:
+            return taken, True
+    return taken, False
 
 
 def _unbroken(held: Sequence[RunEvent], after_seq: int) -> bool:

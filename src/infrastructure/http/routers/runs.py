@@ -49,8 +49,9 @@ TracerDep = Annotated[Tracer, Depends(Provide[Container.tracer])]
 
 async def _stream(following: AbstractAsyncContextManager[RunFollower], stopping: asyncio.Event) -> AsyncIterator[str]:
     async with following as follower:
-        async for event in follower.events(HEARTBEAT_SECONDS, until=stopping):
-            yield ": keep-alive\n\n" if event is None else sse_frame(event)
+        async for batch in follower.batches(HEARTBEAT_SECONDS, until=stopping):
+            # the events that arrived together go out in one write
+            yield ": keep-alive\n\n" if batch is None else "".join(map(sse_frame, batch))
 
 
 async def _event_stream(
