@@ -129,6 +129,7 @@ def worker(
     """Execute runs taken from the job queue (THREADLINE_EXECUTOR=queue, PostgreSQL), until SIGTERM or Ctrl+C."""
     from infrastructure.execution.job_queue import QUEUE, work
     from infrastructure.execution.worker_metrics import worker_metrics
+    from infrastructure.heap import freeze_startup_objects
     from infrastructure.settings import Executor
 
     container = Container()
@@ -142,6 +143,7 @@ def worker(
         try:
             await container.passage_indexer().start()
             async with worker_metrics(container.metrics(), container.run_executor(), settings):
+                freeze_startup_objects()
                 await work(
                     container.run_executor(),
                     container.worker_runs(),
