@@ -156,6 +156,14 @@ class RunNotCompleted(ApplicationError):
         self.code = code
 
 
+class RunWaitsForAnswers(RunNotCompleted):
+    """A client waited for a run's answer, and the run waits for the user's answers to its tools' servers'
+    questions instead, which that client's API cannot carry (the run is answered through the run API)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, "requires_answers")
+
+
 class IdempotencyConflict(Conflict):
     """Another run already holds this idempotency key (raised by the repository, resolved by the use case)."""
 

@@ -241,7 +241,7 @@ async def test_chat_completions_tells_where_to_answer_a_question_it_cannot_carry
 
     answered = await client.post("/v1/chat/completions", json=body, headers=tenant.admin)
 
-    assert answered.status_code == 500
+    assert answered.status_code == 409
     error = answered.json()["error"]
     assert error["code"] == "requires_answers"
     run = (await client.get("/v1/runs", headers=tenant.admin)).json()["data"][0]

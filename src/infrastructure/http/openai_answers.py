@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from application.errors import RunNotCompleted
+from application.errors import RunNotCompleted, RunWaitsForAnswers
 from domain.ids import MessageId
 from domain.run_events import (
     MessageDelta,
@@ -85,10 +85,9 @@ class Outcome:
             case RunCancelled():
                 raise RunNotCompleted("the run was cancelled", "cancelled")
             case RunRequiresAction(required_action=(), questions=questions) if questions:
-                raise RunNotCompleted(
+                raise RunWaitsForAnswers(
                     "the run waits for the user's answers to questions of its tools' servers, which this API cannot "
-                    f"carry: answer them with POST /v1/runs/{run.id}/answers",
-                    "requires_answers",
+                    f"carry: answer them with POST /v1/runs/{run.id}/answers"
                 )
             case None:
                 raise RunNotCompleted(STOPPED.format(run_id=run.id), "server_stopping")

@@ -113,7 +113,8 @@ OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
         400: "invalid_json: the request body is not valid JSON",
         401: "invalid_api_key: no valid API key (Bearer)",
         404: "model_not_found: no agent of the organization has that slug (or a run named is not found)",
-        409: "thread_busy / run_not_waiting / idempotency_key_reused: the request clashes with a run's state",
+        409: "thread_busy / run_not_waiting / idempotency_key_reused: the request clashes with a run's state;"
+        " requires_answers: the run waits for answers this API cannot carry (POST /v1/runs/{id}/answers)",
         413: "the request body is larger than the server accepts",
         422: "validation_error / invalid_value: the body is not a valid request",
         500: "the run failed or was cancelled (code: the run's error code, or `cancelled`)",
