@@ -3,6 +3,7 @@ with questions for the user; the run waits (`requires_action`), the user's answe
 question's form, and the call is made again with them, from the stored state, even by a server process
 started after the one that asked."""
 
+import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -246,6 +247,24 @@ async def test_chat_completions_tells_where_to_answer_a_question_it_cannot_carry
     assert error["code"] == "requires_answers"
     run = (await client.get("/v1/runs", headers=tenant.admin)).json()["data"][0]
     assert run["status"] == "requires_action"
+    assert error["message"].endswith(f"answer them with POST /v1/runs/{run['id']}/answers")
+
+
+async def test_a_streamed_chat_completion_ends_with_where_to_answer_the_question(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, asking_server: FakeMcpServer
+) -> None:
+    agent, _ = await _asking_thread(client, tenant, asking_server)
+    openai.reply_tool_calls(FakeToolCall("tables__reserve", {"restaurant": "Chez Ada"}, id="call_chat"))
+    body = {"model": agent["slug"], "messages": [{"role": "user", "content": "Book Chez Ada"}], "stream": True}
+
+    streamed = await client.post("/v1/chat/completions", json=body, headers=tenant.admin)
+
+    frames = [line.removeprefix("data: ") for line in streamed.text.splitlines() if line.startswith("data: ")]
+    assert frames[-1] == "[DONE]"
+    error = json.loads(frames[-2])["error"]
+    assert error["code"] == "requires_answers"
+    assert error["type"] == "invalid_request_error"
+    run = (await client.get("/v1/runs", headers=tenant.admin)).json()["data"][0]
     assert error["message"].endswith(f"answer them with POST /v1/runs/{run['id']}/answers")
 
 

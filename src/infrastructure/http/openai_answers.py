@@ -194,7 +194,8 @@ async def chat_chunks(
     try:
         outcome.raise_unless_answered(exchange.run)
     except RunNotCompleted as error:
-        failure = {"error": {"message": error.detail, "type": "server_error", "code": error.code}}
+        kind = "invalid_request_error" if isinstance(error, RunWaitsForAnswers) else "server_error"
+        failure = {"error": {"message": error.detail, "type": kind, "code": error.code}}
         yield f"data: {json.dumps(failure, ensure_ascii=False)}\n\n"
         yield "data: [DONE]\n\n"
         return
