@@ -1,6 +1,7 @@
 """Runs with the other kinds of tools: sub-agents, sources, displayable tools, server-everything."""
 
 import asyncio
+import time
 from uuid import UUID
 
 import httpx
@@ -9,6 +10,7 @@ from dependency_injector import providers
 from sqlalchemy import update
 
 from application.runs.recover_runs import RecoverRuns
+from application.runs.tools.calls import PROGRESS_BURST, PROGRESS_PER_SECOND
 from domain.ids import OrgId, RunId
 from domain.runs import RunStatus
 from infrastructure.container import Container
@@ -97,6 +99,33 @@ async def test_an_mcp_tools_progress_and_log_messages_reach_the_runs_followers(
         for step in (1, 2, 3)
     ]
     assert kinds.index("tool_call.log") < kinds.index("tool_call.completed")
+
+
+async def test_a_flood_of_progress_reports_reaches_followers_as_a_few_ending_with_the_last(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, mcp_server: FakeMcpServer
+) -> None:
+    integration = (
+        await client.post("/v1/mcp-integrations", json={"name": "Memo", "url": mcp_server.url}, headers=tenant.admin)
+    ).json()
+    _, thread = await agent_and_thread(client, tenant, mcp_integration_ids=[integration["id"]])
+    openai.reply_tool_calls(FakeToolCall("memo__steps", {"count": 2000}, id="call_flood"))
+    openai.reply_text("Done.")
+
+    began = time.monotonic()
+    streamed = await client.post(
+        f"/v1/threads/{thread['id']}/runs", json={"input": "Go", "stream": True}, headers=tenant.admin
+    )
+    seconds = time.monotonic() - began
+
+    events = sse_events(streamed.text)
+    assert events[-1]["type"] == "run.completed"
+    progress = [e["data"]["progress"] for e in events if e["type"] == "tool_call.progress"]
+    told_at_most = PROGRESS_BURST + PROGRESS_PER_SECOND * seconds + 1  # the burst, the rate, the last one
+    assert PROGRESS_BURST <= len(progress) <= told_at_most, "the first reports come at once, then a few per second"
+    assert progress == sorted(progress) and progress[:20] == list(range(1, 21))
+    assert progress[-1] == 2000, "how far the call got is told"
+    completed = next(e for e in events if e["type"] == "tool_call.completed")
+    assert completed["data"]["result"] == "all 2000 steps done"
 
 
 async def test_a_displayable_tool_waits_for_the_client(

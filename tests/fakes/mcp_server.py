@@ -92,7 +92,11 @@ class FakeMcpServer:
             _tool("hang", "Never answers"),
             _tool("grow", "Adds a tool named `extra` and announces it"),
             _tool("stats", "Returns structured content only"),
-            _tool("steps", "Works in three steps, logging and reporting its progress"),
+            _tool(
+                "steps",
+                "Works in three steps (or `count`), logging the first three and reporting its progress at each",
+                {"count": {"type": "integer"}},
+            ),
         ]
         if asks:
             self.tools.append(_tool("reserve", "Reserves a table, asking the user how many guests", RESTAURANT))
@@ -168,14 +172,17 @@ class FakeMcpServer:
                         await ctx.session.send_tool_list_changed()
                     return types.CallToolResult(content=[text(type="text", text="grown")])
                 case "steps":
-                    for step in (1, 2, 3):
-                        with warnings.catch_warnings():  # logging is deprecated in 2026-07-28; servers still log
-                            warnings.simplefilter("ignore", MCPDeprecationWarning)
-                            await ctx.session.send_log_message(
-                                "info", f"working on step {step}", logger="steps", related_request_id=ctx.request_id
-                            )
-                        await ctx.session.report_progress(step, 3, f"step {step} of 3")
-                    return types.CallToolResult(content=[text(type="text", text="all three steps done")])
+                    count = int(args.get("count", 3))
+                    for step in range(1, count + 1):
+                        if step <= 3:
+                            with warnings.catch_warnings():  # logging is deprecated in 2026-07-28; servers still log
+                                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                                await ctx.session.send_log_message(
+                                    "info", f"working on step {step}", logger="steps", related_request_id=ctx.request_id
+                                )
+                        await ctx.session.report_progress(step, count, f"step {step} of {count}")
+                    done = "all three steps done" if count == 3 else f"all {count} steps done"
+                    return types.CallToolResult(content=[text(type="text", text=done)])
                 case "reserve":
                     return self._reserve(args, params)
                 case "extra":

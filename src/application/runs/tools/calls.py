@@ -15,6 +15,11 @@ from domain.run_events import RunEvent, ToolCallCompleted, ToolCallLog, ToolCall
 from domain.runs import PendingToolCall
 from domain.tools import Tool, ToolType
 
+PROGRESS_BURST = 20
+PROGRESS_PER_SECOND = 10.0
+"""How many progress reports of one tool call its run's followers are told at once, and then per second; the
+ones in between are superseded by the next (the last one before the call ends is told, and a report that the
+work is done always is)."""
 LOGS_PER_CALL = 200
 """How many log messages of one tool call its run's followers are told (the rest are dropped)."""
 LOG_DATA_MAX = 4_000
@@ -55,9 +60,12 @@ class ToolCalls:
         context = state.tool_context
 
         async def one(call: ModelToolCall) -> ToolOutcome:
+            reports = _ProgressReports()
+
             async def progress(value: float, total: float | None, message: str | None) -> None:
                 payload = ToolCallProgress(tool_call_id=call.id, progress=value, total=total, message=message)
-                await state.events.publish(state.events.make(payload))
+                if reports.tells(payload):
+                    await state.events.publish(state.events.make(payload))
 
             logged = 0
 
@@ -79,6 +87,8 @@ class ToolCalls:
             answered = tuple(q for q in state.run.answered_questions if q.tool_call_id == call.id)
             hooks = replace(context, progress=progress, log=log, answered=answered, ask=ask)
             outcome = await self._call(call, state, hooks)
+            if (superseded := reports.untold()) is not None:  # how far the call got, before it ends
+                await state.events.publish(state.events.make(superseded))
             if not outcome.waits:
                 payload = ToolCallCompleted(
                     tool_call_id=call.id, name=call.name, is_error=outcome.is_error, result=outcome.text
@@ -127,3 +137,31 @@ def _wait_for_client(call: ModelToolCall, tool: Tool, context: ToolContext) -> T
     span.end(output="waiting for the client's result")
     pending = PendingToolCall(id=call.id, name=call.name, arguments=dict(call.arguments), type=tool.type.value)
     return ToolOutcome(text="", pending=pending)
+
+
+class _ProgressReports:
+    """Which progress reports of one call are told: a burst, then a few per second (a token bucket); a report
+    held back is kept until the next one supersedes it or the call ends."""
+
+    def __init__(self) -> None:
+        self._tokens = float(PROGRESS_BURST)
+        self._at: float | None = None
+        self._held: ToolCallProgress | None = None
+
+    def tells(self, report: ToolCallProgress) -> bool:
+        now = asyncio.get_running_loop().time()
+        if self._at is not None:
+            self._tokens = min(float(PROGRESS_BURST), self._tokens + (now - self._at) * PROGRESS_PER_SECOND)
+        self._at = now
+        done = report.total is not None and report.progress >= report.total
+        if self._tokens >= 1 or done:
+            self._tokens = max(0.0, self._tokens - 1)
+            self._held = None
+            return True
+        self._held = report
+        return False
+
+    def untold(self) -> ToolCallProgress | None:
+        """The last report held back, if no later one was told."""
+        held, self._held = self._held, None
+        return held
