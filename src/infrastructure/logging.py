@@ -16,6 +16,8 @@ _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
 }
 
 
+_HTTP_CLIENT_LOGGERS = ("httpx", "httpx2")
+
 current_run: ContextVar[str | None] = ContextVar("threadline_current_run", default=None)
 """The run a task executes: its log lines carry its id (set by the executors)."""
 
@@ -59,3 +61,7 @@ def configure_logging(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # The HTTP clients' line per request (each model call, each MCP message) is a detail of debugging: the run's
+    # trace has every call, and at INFO those lines outnumbered the rest.
+    for client in _HTTP_CLIENT_LOGGERS:
+        logging.getLogger(client).setLevel(logging.NOTSET if root.level <= logging.DEBUG else logging.WARNING)

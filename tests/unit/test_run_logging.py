@@ -29,3 +29,29 @@ async def test_every_log_line_of_a_runs_task_names_the_run() -> None:
         root.setLevel(level)
     logged = [json.loads(line) for line in lines.getvalue().splitlines()]
     assert sorted(entry.get("run_id", "-") for entry in logged) == ["-", "run-1", "run-2"]
+
+
+def test_the_http_clients_request_lines_are_written_at_debug_only() -> None:
+    root = logging.getLogger()
+    before = (list(root.handlers), root.level)
+    written: dict[str, list[str]] = {}
+    try:
+        for level in ("INFO", "DEBUG"):
+            configure_logging(level, "text")
+            handler = root.handlers[0]
+            assert isinstance(handler, logging.StreamHandler)
+            lines = io.StringIO()
+            handler.setStream(lines)
+            logging.getLogger("httpx2").info('HTTP Request: POST http://127.0.0.1/v1/chat/completions "200 OK"')
+            logging.getLogger("httpx2").warning("a connection was dropped")
+            written[level] = [line.split(": ", 1)[1] for line in lines.getvalue().splitlines()]
+    finally:
+        root.handlers[:], level = before
+        root.setLevel(level)
+        for client in ("httpx", "httpx2"):
+            logging.getLogger(client).setLevel(logging.NOTSET)
+    assert written["INFO"] == ["a connection was dropped"]
+    assert written["DEBUG"] == [
+        'HTTP Request: POST http://127.0.0.1/v1/chat/completions "200 OK"',
+        "a connection was dropped",
+    ]
