@@ -8,12 +8,16 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import httpx
 import mcp_types as types
 import pytest
 
 from application.runs.ask_agent import NEEDS_ANSWERS
+from domain.ids import RunId
+from infrastructure.container import Container
+from infrastructure.settings import Settings
 from infrastructure.tracing import LangfuseTracer
 from tests.conftest import Tenant
 from tests.databases import fresh_database, off_the_loop
@@ -377,6 +381,43 @@ async def test_a_run_cancelled_while_a_question_waits_in_an_open_call_ends_once(
     events = sse_events((await client.get(f"/v1/runs/{waiting['id']}/events", headers=tenant.admin)).text)
     assert [e["type"] for e in events].count("run.cancelled") == 1
     assert len(openai.requests) == 1  # the model was not called again
+
+
+async def test_a_question_nobody_answers_in_time_is_cancelled_and_the_run_goes_on_with_a_warning(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    openai: FakeOpenAI,
+    container: Container,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(settings, "question_timeout_seconds", 0.5)  # read as each run starts, by every process
+    everything.require_everything()
+    integration = await client.post(
+        "/v1/mcp-integrations",
+        json={"name": "Everything", "transport": "stdio", "server": "everything"},
+        headers=tenant.admin,
+    )
+    _, thread = await agent_and_thread(client, tenant, mcp_integration_ids=[integration.json()["id"]])
+    openai.reply_tool_calls(FakeToolCall("everything__trigger-elicitation-request", {}, id="call_ask"))
+    openai.reply_text("Nobody answered.")
+    run_id = (await start(client, tenant, thread, input="Ask me"))["id"]
+
+    async with container.run_event_bus().subscribe(RunId(UUID(run_id))) as events:
+        run = (await client.get(f"/v1/runs/{run_id}", headers=tenant.admin)).json()
+        while run["status"] in ("queued", "in_progress", "requires_action"):
+            await events.next()  # the run moved on: look again
+            run = (await client.get(f"/v1/runs/{run_id}", headers=tenant.admin)).json()
+
+    assert run["status"] == "completed"
+    assert run["warnings"] == [
+        "nobody answered the question of tool call call_ask within 0.5 s: its server was told the user cancelled"
+    ]
+    told = openai.requests[-1]["messages"][-1]
+    assert told["role"] == "tool" and told["tool_call_id"] == "call_ask"
+    assert told["content"] == "⚠️ User cancelled the elicitation dialog."  # server-everything on a cancel
+    kinds = [e["type"] for e in sse_events((await client.get(f"/v1/runs/{run_id}/events", headers=tenant.admin)).text)]
+    assert kinds.index("run.requires_action") < kinds.index("tool_call.completed") < kinds.index("run.completed")
 
 
 # -- a published agent whose run asks, called over /mcp ------------------------------------------------------
