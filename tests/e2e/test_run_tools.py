@@ -2,6 +2,7 @@
 
 import asyncio
 import time
+from typing import Any
 from uuid import UUID
 
 import httpx
@@ -69,21 +70,32 @@ async def test_source_query_searches_what_the_thread_imported(
     assert missing["result"] == "No passage of this thread's sources matches 'zebra'."
 
 
-async def test_an_mcp_tools_progress_and_log_messages_reach_the_runs_followers(
-    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, mcp_server: FakeMcpServer
-) -> None:
+async def _steps_streamed(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    openai: FakeOpenAI,
+    mcp_server: FakeMcpServer,
+    arguments: dict[str, int],
+    call_id: str,
+) -> list[dict[str, Any]]:
+    """The events of a run, streamed, whose model calls the fake MCP server's `steps` tool once."""
     integration = (
         await client.post("/v1/mcp-integrations", json={"name": "Memo", "url": mcp_server.url}, headers=tenant.admin)
     ).json()
     _, thread = await agent_and_thread(client, tenant, mcp_integration_ids=[integration["id"]])
-    openai.reply_tool_calls(FakeToolCall("memo__steps", {}, id="call_steps"))
-    openai.reply_text("Done in three steps.")
-
+    openai.reply_tool_calls(FakeToolCall("memo__steps", arguments, id=call_id))
+    openai.reply_text("Done.")
     streamed = await client.post(
         f"/v1/threads/{thread['id']}/runs", json={"input": "Go", "stream": True}, headers=tenant.admin
     )
+    return sse_events(streamed.text)
 
-    events = sse_events(streamed.text)
+
+async def test_an_mcp_tools_progress_and_log_messages_reach_the_runs_followers(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, mcp_server: FakeMcpServer
+) -> None:
+    events = await _steps_streamed(client, tenant, openai, mcp_server, {}, "call_steps")
+
     assert events[-1]["type"] == "run.completed"
     progress = [e["data"] for e in events if e["type"] == "tool_call.progress"]
     assert progress == [
@@ -104,20 +116,10 @@ async def test_an_mcp_tools_progress_and_log_messages_reach_the_runs_followers(
 async def test_a_flood_of_progress_reports_reaches_followers_as_a_few_ending_with_the_last(
     client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, mcp_server: FakeMcpServer
 ) -> None:
-    integration = (
-        await client.post("/v1/mcp-integrations", json={"name": "Memo", "url": mcp_server.url}, headers=tenant.admin)
-    ).json()
-    _, thread = await agent_and_thread(client, tenant, mcp_integration_ids=[integration["id"]])
-    openai.reply_tool_calls(FakeToolCall("memo__steps", {"count": 2000}, id="call_flood"))
-    openai.reply_text("Done.")
-
     began = time.monotonic()
-    streamed = await client.post(
-        f"/v1/threads/{thread['id']}/runs", json={"input": "Go", "stream": True}, headers=tenant.admin
-    )
+    events = await _steps_streamed(client, tenant, openai, mcp_server, {"count": 2000}, "call_flood")
     seconds = time.monotonic() - began
 
-    events = sse_events(streamed.text)
     assert events[-1]["type"] == "run.completed"
     progress = [e["data"]["progress"] for e in events if e["type"] == "tool_call.progress"]
     told_at_most = PROGRESS_BURST + PROGRESS_PER_SECOND * seconds + 1  # the burst, the rate, the last one
