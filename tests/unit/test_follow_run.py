@@ -42,12 +42,18 @@ async def queued_run(app: FakeApp) -> Run:
     return (await CreateRun(app.uow, app.clock, app.ids, app.bus, app.executor).execute(command)).run
 
 
-async def test_a_follower_arriving_as_the_run_starts_gets_each_event_once_and_heartbeats_meanwhile() -> None:
+async def _starting_as_followed() -> tuple[FakeApp, Run, Hold, _StartsTheRunWhileSubscribing]:
+    """A queued run whose model answers "Hello" once `thinking` is released, on a bus that starts it as a follower
+    subscribes."""
     app = FakeApp()
     thinking = Hold()
     app.model.then(thinking, answer("Hello"))
     run = await queued_run(app)
-    bus = _StartsTheRunWhileSubscribing(app, run, thinking)
+    return app, run, thinking, _StartsTheRunWhileSubscribing(app, run, thinking)
+
+
+async def test_a_follower_arriving_as_the_run_starts_gets_each_event_once_and_heartbeats_meanwhile() -> None:
+    app, run, thinking, bus = await _starting_as_followed()
     received: list[str] = []
     async with await FollowRun(app.uow, bus).execute(member(run.org_id), run.id) as follower:
         async for event in follower.events(heartbeat=0.01):
@@ -70,11 +76,7 @@ async def test_a_follower_arriving_as_the_run_starts_gets_each_event_once_and_he
 
 
 async def test_the_events_that_arrived_while_the_follower_was_away_come_as_one_batch() -> None:
-    app = FakeApp()
-    thinking = Hold()
-    app.model.then(thinking, answer("Hello"))
-    run = await queued_run(app)
-    bus = _StartsTheRunWhileSubscribing(app, run, thinking)
+    app, run, thinking, bus = await _starting_as_followed()
     batches: list[list[str] | None] = []
     async with await FollowRun(app.uow, bus).execute(member(run.org_id), run.id) as follower:
         async for batch in follower.batches(heartbeat=0.01):
