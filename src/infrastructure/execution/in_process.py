@@ -54,18 +54,34 @@ class _OrgSlots:
                 turn.set_result(None)
 
 
+NOT_STARTED_RETRY_SECONDS = 5.0
+"""How soon a run that could not start (the database did not answer in time) is tried again."""
+
+
 class InProcessRunExecutor:
-    def __init__(self, execute: Execute, *, concurrency: int = 256, org_limit: OrgLimit = _no_org_limit) -> None:
+    def __init__(
+        self,
+        execute: Execute,
+        *,
+        concurrency: int = 256,
+        org_limit: OrgLimit = _no_org_limit,
+        retry_seconds: float = NOT_STARTED_RETRY_SECONDS,
+    ) -> None:
         self._execute, self._org_limit = execute, org_limit
         self._gate = asyncio.Semaphore(concurrency)
         self._orgs: dict[OrgId, _OrgSlots] = {}
         self._tasks: dict[RunId, asyncio.Task[None]] = {}
+        self._retries: dict[RunId, asyncio.TimerHandle] = {}
+        self._retry_seconds = retry_seconds
         self._closing = False
 
     async def submit(self, org_id: OrgId, run_id: RunId) -> None:
         # No await before the task exists: a follower that subscribes right after submit sees every event.
         if self._closing:
             raise RuntimeError("the executor is shutting down")
+        self._start(org_id, run_id)
+
+    def _start(self, org_id: OrgId, run_id: RunId) -> None:
         task = asyncio.create_task(self._run(org_id, run_id), name=f"run-{run_id}")
         self._tasks[run_id] = task
         task.add_done_callback(lambda _: self._tasks.pop(run_id, None) if self._tasks.get(run_id) is task else None)
@@ -78,10 +94,24 @@ class InProcessRunExecutor:
             except asyncio.CancelledError:
                 raise
             except StorageUnavailable:
-                # The run stays as stored (queued, or in progress) for recovery; the outage is logged where it happened.
-                logger.warning("a run could not execute: the database is unavailable", extra={"run_id": str(run_id)})
+                # The run could not start and stays as stored (queued, or in progress): it is tried again shortly.
+                logger.warning(
+                    "a run could not start: the database is unavailable; it is tried again in %g s",
+                    self._retry_seconds,
+                    extra={"run_id": str(run_id)},
+                )
+                self._try_again_later(org_id, run_id)
             except Exception:
                 logger.exception("run execution crashed", extra={"run_id": str(run_id)})
+
+    def _try_again_later(self, org_id: OrgId, run_id: RunId) -> None:
+        def again() -> None:
+            self._retries.pop(run_id, None)
+            if not self._closing and run_id not in self._tasks:
+                self._start(org_id, run_id)
+
+        if not self._closing:
+            self._retries[run_id] = asyncio.get_running_loop().call_later(self._retry_seconds, again)
 
     @contextlib.asynccontextmanager
     async def _org_slot(self, org_id: OrgId) -> AsyncIterator[None]:
@@ -113,6 +143,9 @@ class InProcessRunExecutor:
         """Stop taking runs, give running ones a grace period, then cancel the rest (each records
         itself cancelled). Returns the runs that had to be interrupted."""
         self._closing = True
+        for retry in self._retries.values():
+            retry.cancel()  # left queued, as stored, for the next start's recovery
+        self._retries.clear()
         tasks = dict(self._tasks)
         if not tasks:
             return []

@@ -14,19 +14,23 @@ import logging
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import TypeVar
 from uuid import UUID
 
 import procrastinate
 import psycopg
 from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.job_context import AbortReason, JobContext
+from procrastinate.jobs import Job
 
+from application.errors import StorageUnavailable
 from application.ports.execution import HANDED_BACK
 from application.request_context import current_request_id
 from domain.ids import OrgId, RunId
 from infrastructure.execution.pg_event_bus import libpq_dsn
 from infrastructure.limits.admission import RunAdmission
 from infrastructure.logging import current_run
+from infrastructure.persistence.errors import translated
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +43,11 @@ LOST_SECONDS = "threadline_lost_seconds"
 """The key, in the jobs' context, of how long a worker may be silent before its runs are taken over."""
 
 Execute = Callable[[OrgId, RunId], Coroutine[object, None, object]]
+T = TypeVar("T")
 ADMISSION_RETRY_SECONDS = 30
 """How soon a run whose organization has no free slot is looked at again, if no slot given back woke it first."""
+NOT_STARTED_RETRY_SECONDS = 5
+"""How soon a run that could not start (the database did not answer in time) is tried again."""
 POLL_SECONDS = 1.0
 """How often a worker looks for jobs whose time came (runs that waited for a slot); new jobs arrive at once."""
 
@@ -50,8 +57,7 @@ def job_queue(database_url: str, pool_size: int, lost_seconds: float = 15) -> pr
     Workers look for runs of lost workers every third of `lost_seconds`."""
     connector = procrastinate.PsycopgConnector(conninfo=libpq_dsn(database_url), min_size=1, max_size=pool_size)
     app = procrastinate.App(connector=connector)
-    handed_back = procrastinate.RetryStrategy(max_attempts=1_000, retry_exceptions={HandedBack})
-    app.task(name=TASK, queue=QUEUE, pass_context=True, retry=handed_back)(_execute_run_job)
+    app.task(name=TASK, queue=QUEUE, pass_context=True, retry=_RunRetries())(_execute_run_job)
     every = max(1, int(lost_seconds // 3))
     take_over = app.task(name=RECOVER, queue=QUEUE, pass_context=True, queueing_lock=RECOVER)(_take_over_lost_runs)
     app.periodic(cron=f"* * * * * */{every}", periodic_id=RECOVER)(take_over)
@@ -128,6 +134,25 @@ class HandedBack(Exception):
     """A run's job ends so because its worker stopped before the run did: the job goes back to the queue."""
 
 
+class NotStarted(Exception):
+    """A run's job ends so when the run could not start (the database did not answer in time: its pool was
+    exhausted, or it was down): the run stays queued, and its job is tried again shortly."""
+
+
+class _RunRetries(procrastinate.BaseRetryStrategy):
+    """A job handed back is taken again at once; one whose run could not start, a few seconds later. Any other
+    error ends the job (the run recorded how it ended, or is left to the lost-run recovery)."""
+
+    def get_retry_decision(self, *, exception: BaseException, job: Job) -> procrastinate.RetryDecision | None:
+        if job.attempts >= 1_000:
+            return None
+        if isinstance(exception, HandedBack):
+            return procrastinate.RetryDecision(retry_in={"seconds": 0})
+        if isinstance(exception, NotStarted):
+            return procrastinate.RetryDecision(retry_in={"seconds": NOT_STARTED_RETRY_SECONDS})
+        return None
+
+
 class WorkerRuns:
     """The worker side: executes the runs of the jobs the worker takes. A job aborted by a user's cancel
     cancels its run (which records itself cancelled); one aborted because the worker stops (after its grace
@@ -138,19 +163,32 @@ class WorkerRuns:
 
     async def execute(self, context: JobContext, org_id: OrgId, run_id: RunId) -> None:
         current_run.set(str(run_id))  # the job's log lines, and the run's, name the run
-        if self._admission is not None:
-            admission = await self._admission.admit(org_id, run_id)
-            if not admission.admitted:
-                await _later(context, org_id, run_id)
-                # A slot given back between the refusal and the job's return found nothing to wake: wake now.
-                await self._admission.wake(org_id)
-                return
-            current_request_id.set(admission.request_id)
         try:
-            await self._executed(context, org_id, run_id)
-        finally:
-            if self._admission is not None:  # the slot is kept while the run is still queued or in progress
-                await self._admission.release(run_id)
+            if self._admission is not None:
+                admission = await _storage(self._admission.admit(org_id, run_id))
+                if not admission.admitted:
+                    await _later(context, org_id, run_id)
+                    # A slot given back between the refusal and the job's return found nothing to wake: wake now.
+                    await self._quietly("the runs waiting for a slot could not be woken", self._admission.wake(org_id))
+                    return
+                current_request_id.set(admission.request_id)
+            try:
+                await self._executed(context, org_id, run_id)
+            finally:
+                if self._admission is not None:  # the slot is kept while the run is still queued or in progress
+                    await self._quietly("a run's slot could not be given back", self._admission.release(run_id))
+        except StorageUnavailable as error:
+            logger.warning("a run could not start: %s; its job is tried again shortly", error.detail)
+            raise NotStarted(str(run_id)) from None
+
+    @staticmethod
+    async def _quietly(what: str, step: Coroutine[object, None, None]) -> None:
+        """A slot not given back, or waiting runs not woken, for an outage: nothing is lost (only runs queued or
+        in progress hold a slot), and the runs waiting look again within ADMISSION_RETRY_SECONDS."""
+        try:
+            await _storage(step)
+        except StorageUnavailable as error:
+            logger.warning("%s: %s", what, error.detail)
 
     async def _executed(self, context: JobContext, org_id: OrgId, run_id: RunId) -> None:
         task = asyncio.create_task(self._execute(org_id, run_id), name=f"run-{run_id}")
@@ -165,6 +203,17 @@ class WorkerRuns:
                 logger.info("run handed back to the queue: the worker stops", extra={"run_id": str(run_id)})
                 raise HandedBack(str(run_id)) from None
             raise
+
+
+async def _storage(step: Coroutine[object, None, T]) -> T:
+    """The admission's database errors in the application's words (an outage is StorageUnavailable)."""
+    try:
+        return await step
+    except Exception as error:
+        meant = translated(error)
+        if isinstance(meant, StorageUnavailable):
+            raise meant from None
+        raise
 
 
 async def _later(context: JobContext, org_id: OrgId, run_id: RunId) -> None:

@@ -1,0 +1,84 @@
+"""A run whose executor could not reach the database as it took the run (its connection pool exhausted by a burst,
+or the database down) is not stranded: it stays queued, and is tried again shortly, by a worker (its job goes
+back to the queue) or by the in-process executor."""
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from procrastinate.jobs import Job
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from application.errors import StorageUnavailable
+from domain.ids import OrgId, RunId
+from domain.runs import RunStatus
+from infrastructure.container import Container
+from infrastructure.execution import job_queue
+from infrastructure.execution.in_process import InProcessRunExecutor
+from infrastructure.limits.admission import Admission, RunAdmission
+from infrastructure.settings import Settings
+from tests.conftest import as_port
+from tests.integration.test_run_leases import queued_run
+
+
+class _NoConnection:
+    async def admit(self, org_id: OrgId, run_id: RunId) -> Admission:
+        raise PoolTimeout("QueuePool limit of size 12 overflow 12 reached, connection timed out, timeout 30.00")
+
+
+async def _never(org_id: OrgId, run_id: RunId) -> None:
+    raise AssertionError("a run without a slot does not execute")
+
+
+async def test_a_run_whose_worker_finds_no_database_connection_stays_queued_and_its_job_is_tried_again(
+    container: Container, settings: Settings
+) -> None:
+    _thread, run = await queued_run(container)
+    app = job_queue.job_queue(settings.database_url, 2)  # its task as `threadline worker` runs it (not opened)
+    runs = job_queue.WorkerRuns(_never, admission=cast(RunAdmission, _NoConnection()))
+    context: Any = SimpleNamespace(app=app)
+
+    with pytest.raises(job_queue.NotStarted) as raised:
+        await runs.execute(context, run.org_id, run.id)
+
+    job = Job(id=1, queue=job_queue.QUEUE, lock=str(run.id), queueing_lock=str(run.id), task_name=job_queue.TASK)
+    retry = app.tasks[job_queue.TASK].get_retry_exception(exception=raised.value, job=job)
+    assert retry is not None, "the job ends, and its run would stay queued for ever"
+    retry_at = retry.retry_decision.retry_at
+    assert retry_at is not None
+    assert timedelta(seconds=3) < retry_at - datetime.now(UTC) <= timedelta(seconds=job_queue.NOT_STARTED_RETRY_SECONDS)
+    async with as_port(container.uow()).read_only() as uow:
+        stored = await uow.runs.get(run.org_id, run.id)
+    assert stored is not None and stored.status is RunStatus.QUEUED
+
+
+async def test_a_job_handed_back_is_taken_again_at_once_and_a_failing_one_ends(settings: Settings) -> None:
+    app = job_queue.job_queue(settings.database_url, 2)
+    job = Job(id=1, queue=job_queue.QUEUE, lock="run", queueing_lock="run", task_name=job_queue.TASK)
+    task = app.tasks[job_queue.TASK]
+    handed_back = task.get_retry_exception(exception=job_queue.HandedBack("run"), job=job)
+    assert handed_back is not None and handed_back.retry_decision.retry_at is not None
+    assert handed_back.retry_decision.retry_at <= datetime.now(UTC)
+    assert task.get_retry_exception(exception=RuntimeError("a bug"), job=job) is None
+
+
+async def test_the_in_process_executor_starts_again_a_run_that_could_not_start() -> None:
+    tries: list[RunId] = []
+    started = asyncio.Event()
+
+    async def execute(org_id: OrgId, run_id: RunId) -> None:
+        tries.append(run_id)
+        if len(tries) == 1:
+            raise StorageUnavailable("the database is unavailable; try again shortly")
+        started.set()
+
+    executor = InProcessRunExecutor(execute, retry_seconds=0.01)
+    run_id = RunId(uuid.uuid4())
+    await executor.submit(OrgId(uuid.uuid4()), run_id)
+    async with asyncio.timeout(10):
+        await started.wait()
+    assert tries == [run_id, run_id]
+    assert await executor.shutdown() == []
