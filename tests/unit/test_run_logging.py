@@ -36,15 +36,15 @@ def test_the_http_clients_request_lines_are_written_at_debug_only() -> None:
     before = (list(root.handlers), root.level)
     written: dict[str, list[str]] = {}
     try:
-        for level in ("INFO", "DEBUG"):
-            configure_logging(level, "text")
+        for setting in ("INFO", "DEBUG"):
+            configure_logging(setting, "text")
             handler = root.handlers[0]
             assert isinstance(handler, logging.StreamHandler)
             lines = io.StringIO()
             handler.setStream(lines)
             logging.getLogger("httpx2").info('HTTP Request: POST http://127.0.0.1/v1/chat/completions "200 OK"')
             logging.getLogger("httpx2").warning("a connection was dropped")
-            written[level] = [line.split(": ", 1)[1] for line in lines.getvalue().splitlines()]
+            written[setting] = [line.split(": ", 1)[1] for line in lines.getvalue().splitlines()]
     finally:
         root.handlers[:], level = before
         root.setLevel(level)
