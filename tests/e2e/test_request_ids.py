@@ -48,6 +48,7 @@ async def test_the_log_lines_of_a_request_and_of_its_run_carry_its_id(tmp_path: 
         env = os.environ | {
             "THREADLINE_DATABASE_URL": url,
             "THREADLINE_LOG_FORMAT": "json",
+            "THREADLINE_LOG_LEVEL": "DEBUG",  # the run's model call is logged by its HTTP client at DEBUG
             "THREADLINE_OPENAI_API_KEY": "sk-test",
             "THREADLINE_OPENAI_BASE_URL": model.base_url,
             "THREADLINE_DATA_DIR": str(tmp_path / "data"),
