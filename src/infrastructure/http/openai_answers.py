@@ -21,6 +21,8 @@ from domain.run_events import (
 )
 from domain.runs import PendingToolCall, Run
 from domain.usage import Usage
+from infrastructure.http.errors import status_of
+from infrastructure.http.openai_errors import openai_error_body
 
 Events = AsyncIterator[RunEvent | None]
 """A follower's events: None is a heartbeat (silence for a while)."""
@@ -194,8 +196,7 @@ async def chat_chunks(
     try:
         outcome.raise_unless_answered(exchange.run)
     except RunNotCompleted as error:
-        kind = "invalid_request_error" if isinstance(error, RunWaitsForAnswers) else "server_error"
-        failure = {"error": {"message": error.detail, "type": kind, "code": error.code}}
+        failure = openai_error_body(status_of(error), error.detail, error.code)  # as the answer would have been
         yield f"data: {json.dumps(failure, ensure_ascii=False)}\n\n"
         yield "data: [DONE]\n\n"
         return
