@@ -6,7 +6,7 @@ import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from procrastinate.jobs import Job
@@ -24,8 +24,10 @@ from tests.conftest import as_port
 from tests.integration.test_run_leases import queued_run
 
 
-class _NoConnection:
-    async def admit(self, org_id: OrgId, run_id: RunId) -> Admission:
+class _NoConnection(RunAdmission):
+    """The admission, its database's pool exhausted: every connection it asks for times out."""
+
+    async def _admit(self, org_id: OrgId, run_id: RunId) -> Admission:
         raise PoolTimeout("QueuePool limit of size 12 overflow 12 reached, connection timed out, timeout 30.00")
 
 
@@ -38,7 +40,7 @@ async def test_a_run_whose_worker_finds_no_database_connection_stays_queued_and_
 ) -> None:
     _thread, run = await queued_run(container)
     app = job_queue.job_queue(settings.database_url, 2)  # its task as `threadline worker` runs it (not opened)
-    runs = job_queue.WorkerRuns(_never, admission=cast(RunAdmission, _NoConnection()))
+    runs = job_queue.WorkerRuns(_never, admission=_NoConnection(container.database(), default_limit=10))
     context: Any = SimpleNamespace(app=app)
 
     with pytest.raises(job_queue.NotStarted) as raised:

@@ -14,7 +14,6 @@ import logging
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import TypeVar
 from uuid import UUID
 
 import procrastinate
@@ -30,7 +29,6 @@ from domain.ids import OrgId, RunId
 from infrastructure.execution.pg_event_bus import libpq_dsn
 from infrastructure.limits.admission import RunAdmission
 from infrastructure.logging import current_run
-from infrastructure.persistence.errors import translated
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +41,6 @@ LOST_SECONDS = "threadline_lost_seconds"
 """The key, in the jobs' context, of how long a worker may be silent before its runs are taken over."""
 
 Execute = Callable[[OrgId, RunId], Coroutine[object, None, object]]
-T = TypeVar("T")
 ADMISSION_RETRY_SECONDS = 30
 """How soon a run whose organization has no free slot is looked at again, if no slot given back woke it first."""
 NOT_STARTED_RETRY_SECONDS = 5
@@ -165,7 +162,7 @@ class WorkerRuns:
         current_run.set(str(run_id))  # the job's log lines, and the run's, name the run
         try:
             if self._admission is not None:
-                admission = await _storage(self._admission.admit(org_id, run_id))
+                admission = await self._admission.admit(org_id, run_id)
                 if not admission.admitted:
                     await _later(context, org_id, run_id)
                     # A slot given back between the refusal and the job's return found nothing to wake: wake now.
@@ -186,7 +183,7 @@ class WorkerRuns:
         """A slot not given back, or waiting runs not woken, for an outage: nothing is lost (only runs queued or
         in progress hold a slot), and the runs waiting look again within ADMISSION_RETRY_SECONDS."""
         try:
-            await _storage(step)
+            await step
         except StorageUnavailable as error:
             logger.warning("%s: %s", what, error.detail)
 
@@ -203,17 +200,6 @@ class WorkerRuns:
                 logger.info("run handed back to the queue: the worker stops", extra={"run_id": str(run_id)})
                 raise HandedBack(str(run_id)) from None
             raise
-
-
-async def _storage(step: Coroutine[object, None, T]) -> T:
-    """The admission's database errors in the application's words (an outage is StorageUnavailable)."""
-    try:
-        return await step
-    except Exception as error:
-        meant = translated(error)
-        if isinstance(meant, StorageUnavailable):
-            raise meant from None
-        raise
 
 
 async def _later(context: JobContext, org_id: OrgId, run_id: RunId) -> None:

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from domain.ids import OrgId, RunId
 from domain.organizations import RunLimits, effective_limits
 from infrastructure.persistence.engine import Database
+from infrastructure.persistence.errors import translating
 
 _LIMIT = text("SELECT max_concurrent_runs FROM organizations WHERE id = :org FOR UPDATE")
 # The organization's row locked, with the run to admit.
@@ -86,6 +87,11 @@ class RunAdmission:
         return effective_limits(own, None, self._default).max_concurrent_runs
 
     async def admit(self, org_id: OrgId, run_id: RunId) -> Admission:
+        """Raises StorageUnavailable when the database does not answer (as the release and the wake do)."""
+        with translating():
+            return await self._admit(org_id, run_id)
+
+    async def _admit(self, org_id: OrgId, run_id: RunId) -> Admission:
         params = {"org": org_id, "run": run_id}
         async with self._database.engine.begin() as conn:
             row = (await conn.execute(_LIMIT_AND_RUN, params)).first()
@@ -107,21 +113,23 @@ class RunAdmission:
     async def release(self, run_id: RunId) -> None:
         """Give the run's slot back unless it still executes (it ended, or waits for its client); the oldest
         run of its organization waiting for a slot is woken."""
-        async with self._autocommit.connect() as conn:
-            released = (await conn.execute(_RELEASE, {"run": run_id})).first()
-            if released is None:
-                return
-            # Asked once the slot given back is committed: a run refused before that and queued again after
-            # this question wakes itself (see WorkerRuns), and sees the slot free.
-            if not (await conn.execute(_ANY_SLEEPING, {"org": released.org_id})).scalar_one():
-                return
+        with translating():
+            async with self._autocommit.connect() as conn:
+                released = (await conn.execute(_RELEASE, {"run": run_id})).first()
+                if released is None:
+                    return
+                # Asked once the slot given back is committed: a run refused before that and queued again after
+                # this question wakes itself (see WorkerRuns), and sees the slot free.
+                if not (await conn.execute(_ANY_SLEEPING, {"org": released.org_id})).scalar_one():
+                    return
         await self.wake(OrgId(released.org_id))
 
     async def wake(self, org_id: OrgId) -> None:
         """Wake as many of the organization's waiting runs as it has free slots (after a run was refused, in
         case a slot was given back before its job was queued again)."""
-        async with self._database.engine.begin() as conn:
-            await self._wake_waiting(conn, org_id)
+        with translating():
+            async with self._database.engine.begin() as conn:
+                await self._wake_waiting(conn, org_id)
 
     async def _wake_waiting(self, conn: AsyncConnection, org_id: OrgId) -> None:
         params = {"org": org_id}

@@ -7,7 +7,8 @@ where they know the value the error should name.
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 from sqlalchemy import PrimaryKeyConstraint, UniqueConstraint
 from sqlalchemy.exc import (
@@ -16,6 +17,7 @@ from sqlalchemy.exc import (
     IntegrityError,
     InterfaceError,
     OperationalError,
+    SQLAlchemyError,
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -59,6 +61,23 @@ def translated(error: BaseException, value: str = "") -> DomainError | None:
         logger.warning("database unavailable: %s", _describe(error))
         return StorageUnavailable(UNAVAILABLE)
     return None
+
+
+DATABASE_ERRORS = (SQLAlchemyError, OSError)
+"""What the engine and the drivers raise (OSError: connections refused, reset or timed out)."""
+
+
+@contextmanager
+def translating() -> Iterator[None]:
+    """Database errors raised inside, in the application's words; one that means nothing to it (a bug) is left
+    as it is."""
+    try:
+        yield
+    except DATABASE_ERRORS as error:
+        meaning = translated(error)
+        if meaning is None:
+            raise
+        raise meaning from error
 
 
 def refused(error: IntegrityError, value: str = "") -> DomainError:

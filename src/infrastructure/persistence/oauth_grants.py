@@ -11,10 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from domain.ids import ApiKeyId, IntegrationId, OrgId
 from domain.oauth_grants import OAuthGrant, PendingAuthorization
 from infrastructure.persistence.engine import READ_ONLY, Database
-from infrastructure.persistence.errors import translated
+from infrastructure.persistence.errors import translating
 from infrastructure.persistence.repositories._rows import utc, utc_required
 from infrastructure.persistence.tables import mcp_oauth_grants as table
-from infrastructure.persistence.unit_of_work import DATABASE_ERRORS
 
 
 def _to_grant(row: Any) -> OAuthGrant:
@@ -59,7 +58,7 @@ class SqlOAuthGrants:
 
     @contextlib.asynccontextmanager
     async def _transaction(self, *, writing: bool) -> AsyncIterator[AsyncConnection]:
-        try:
+        with translating():
             async with contextlib.AsyncExitStack() as stack:
                 if writing:
                     await stack.enter_async_context(self._database.writing())
@@ -68,11 +67,6 @@ class SqlOAuthGrants:
                     await connection.execution_options(**{READ_ONLY: True})
                 async with connection.begin():
                     yield connection
-        except DATABASE_ERRORS as error:
-            meaning = translated(error)
-            if meaning is None:
-                raise
-            raise meaning from error
 
     async def get(self, org_id: OrgId | None, integration_id: IntegrationId) -> OAuthGrant | None:
         query = select(table).where(table.c.integration_id == integration_id)

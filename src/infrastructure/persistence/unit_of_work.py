@@ -3,11 +3,10 @@ import contextlib
 from types import TracebackType
 from typing import NoReturn, Self
 
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from infrastructure.persistence.engine import READ_ONLY, Database
-from infrastructure.persistence.errors import translated
+from infrastructure.persistence.errors import DATABASE_ERRORS, translated
 from infrastructure.persistence.repositories.agents import SqlAgentRepository
 from infrastructure.persistence.repositories.api_keys import SqlApiKeyRepository
 from infrastructure.persistence.repositories.audit_events import SqlAuditEventRepository
@@ -63,10 +62,6 @@ class Transaction:
                 await self._connection.rollback()
         finally:
             await self._stack.aclose()  # closes the connection, then lets the next writer in
-
-
-DATABASE_ERRORS = (SQLAlchemyError, OSError)
-"""What the engine and the drivers raise (OSError: connections refused, reset or timed out)."""
 
 
 def _raise_translated(error: BaseException) -> NoReturn:
