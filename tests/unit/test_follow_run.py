@@ -4,15 +4,17 @@ nothing happens."""
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from types import TracebackType
 
 from application.ports.execution import RunEventBus, RunSubscription
 from application.runs.create_run import CreateRun, CreateRunCommand
 from application.runs.follow_run import FollowRun
 from domain.ids import RunId
 from domain.run_events import RunEvent
-from domain.runs import Run
+from domain.runs import ClientTool, Run
 from tests.unit.fakes.app import FakeApp, member
-from tests.unit.fakes.ports import Hold, answer
+from tests.unit.fakes.persistence import FakeUnitOfWork
+from tests.unit.fakes.ports import Hold, answer, call, calls
 
 
 class _StartsTheRunWhileSubscribing:
@@ -35,10 +37,10 @@ class _StartsTheRunWhileSubscribing:
             yield subscription
 
 
-async def queued_run(app: FakeApp) -> Run:
+async def queued_run(app: FakeApp, client_tools: tuple[ClientTool, ...] = ()) -> Run:
     org = await app.organization()
     thread = await app.thread(await app.agent(org))
-    command = CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi")
+    command = CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi", client_tools=client_tools)
     return (await CreateRun(app.uow, app.clock, app.ids, app.bus, app.executor).execute(command)).run
 
 
@@ -131,3 +133,43 @@ async def test_a_follower_that_hears_nothing_live_still_gets_the_stored_events_a
                 continue
             received.append(event.type.value)
     assert received == ["run.created", "run.in_progress", "run.completed"]
+
+
+class _WaitsRightAfterTheRead(FakeUnitOfWork):
+    """Storage on which the run, in progress as the follower reads it, stops to wait for the client right after
+    that read: the follower learns of the wait only from the bus."""
+
+    def __init__(self, app: FakeApp, thinking: Hold, executing: "asyncio.Task[Run | None]") -> None:
+        super().__init__(app.store, read_only=True)
+        self._thinking, self._executing = thinking, executing
+
+    def read_only(self) -> "_WaitsRightAfterTheRead":
+        return self
+
+    async def __aenter__(self) -> "_WaitsRightAfterTheRead":
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if not self._thinking.release.is_set():
+            self._thinking.release.set()
+            await self._executing
+
+
+async def test_a_follower_that_arrives_as_the_run_stops_to_wait_for_the_client_ends_at_the_wait() -> None:
+    app = FakeApp()
+    thinking = Hold()
+    app.model.then(thinking, calls(call("get_location")))
+    tool = ClientTool(name="get_location", description="Where the user is", parameters={"type": "object"})
+    run = await queued_run(app, client_tools=(tool,))
+    executing = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    await thinking.received.wait()
+    received: list[str] = []
+    storage = _WaitsRightAfterTheRead(app, thinking, executing)
+    async with await FollowRun(storage, app.bus).execute(member(run.org_id), run.id) as follower:
+        async for event in follower.events(heartbeat=0.01):
+            assert event is not None, f"the follower waits on after {received}"
+            received.append(event.type.value)
+    assert received[-1] == "run.requires_action"
+    assert received.count("run.requires_action") == 1

@@ -27,10 +27,11 @@ class RunFollower:
     history: list[RunEvent]
     subscription: RunSubscription
     settled: bool
-    """True when the run had ended (or was waiting) as the follower arrived: the history is all there is."""
-    going_on: bool = False
-    """True when the run was queued or in progress as the follower arrived: a wait for the client that ends its
-    history is over (answered), and its next events come live."""
+    """True when the run had ended (or was waiting) as the follower arrived: unless events came after that, the
+    history is all there is."""
+    answered: bool = False
+    """True when the wait for the client that ends the history is over (the run went on after it, answered): its
+    next events come live."""
     stored_after: StoredAfter = _nothing_stored
     """Read at each heartbeat: a stored event the bus never delivered (published while this process's link
     to the other processes was down) still reaches the follower, at the latest one heartbeat later."""
@@ -54,7 +55,7 @@ class RunFollower:
         if self.history:
             yield list(self.history)
         last = max((past.seq for past in self.history), default=0)
-        if self.settled or (self.history and self._ends(self.history[-1])):
+        if self._over():
             return
         stopping: asyncio.Future[Any] = asyncio.ensure_future((until or asyncio.Event()).wait())
         try:
@@ -83,9 +84,12 @@ class RunFollower:
         finally:
             stopping.cancel()
 
-    def _ends(self, event: RunEvent) -> bool:
-        waited = event.type is RunEventType.REQUIRES_ACTION and self.going_on
-        return event.type.ends_stream and not waited
+    def _over(self) -> bool:
+        """Whether the history is all there is: it ends the stream, or nothing came after a run that had ended."""
+        if not self.history:
+            return self.settled
+        final = self.history[-1]
+        return final.type.ends_stream and not (final.type is RunEventType.REQUIRES_ACTION and self.answered)
 
     async def _stored_after(self, seq: int) -> Sequence[RunEvent]:
         try:
@@ -143,11 +147,27 @@ class FollowRun:
         held = [e for e in [*subscription.backlog, *subscription.received()] if e.seq > after_seq]
         history = _merged(stored, held)
         settled = run.status.is_terminal or run.status is RunStatus.REQUIRES_ACTION
-        going_on = run.status in (RunStatus.QUEUED, RunStatus.IN_PROGRESS)
+        answered = False
+        if history and history[-1].type is RunEventType.REQUIRES_ACTION and not settled:
+            try:
+                answered = await self._went_on_after(caller, run_id)
+            except BaseException:
+                await stack.aclose()
+                raise
         follower = RunFollower(
-            history=history, subscription=subscription, settled=settled, going_on=going_on, stored_after=stored_after
+            history=history, subscription=subscription, settled=settled, answered=answered, stored_after=stored_after
         )
         return _holding(follower, stack)
+
+    async def _went_on_after(self, caller: Caller, run_id: RunId) -> bool:
+        """Whether a run whose last event known is a wait for the client has gone on since (answered). The run as
+        read before cannot tell: its status may be older than the events read after it, or than the ones the bus
+        holds (the wait came meanwhile). Read now, after the wait was stored, a run no longer waiting was
+        answered. One that waits again may wait for a later call: the follower stops at the first wait then,
+        as if it had arrived a moment earlier."""
+        async with self._uow.read_only() as uow:
+            run = await uow.runs.get(caller.org_id, run_id)
+        return run is not None and run.status is not RunStatus.REQUIRES_ACTION
 
 
 def _after(events: Sequence[RunEvent], last: int) -> tuple[list[RunEvent], bool]:
