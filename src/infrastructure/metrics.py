@@ -129,11 +129,21 @@ class MeteredRunExecution:
     def __init__(self, execute_run: ExecuteRun, metrics: Metrics) -> None:
         self._execute_run, self._metrics = execute_run, metrics
 
-    async def execute(self, org_id: OrgId, run_id: RunId, *, depth: int = 0, live_questions: bool = True) -> Run:
+    async def execute(
+        self,
+        org_id: OrgId,
+        run_id: RunId,
+        *,
+        depth: int = 0,
+        live_questions: bool = True,
+        hand_back_on_outage: bool = False,
+    ) -> Run:
         since = time.time()
         self._metrics.runs_executing.inc()
         try:
-            run = await self._execute_run.execute(org_id, run_id, depth=depth, live_questions=live_questions)
+            run = await self._execute_run.execute(
+                org_id, run_id, depth=depth, live_questions=live_questions, hand_back_on_outage=hand_back_on_outage
+            )
         finally:
             self._metrics.runs_executing.dec()
         self._metrics.run_executed(run, since)

@@ -5,7 +5,7 @@ Each resource is built on first use (a CLI command builds only what it uses) and
 the prompt directory watch), then the rest.
 """
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
 from dependency_injector import containers, providers
@@ -154,9 +154,10 @@ async def mcp_gateway(metrics: Metrics, loaded: LoadedIntegrations, **settings: 
         await gateway.close()
 
 
-def executing(runs: Callable[[], RunExecution]) -> Callable[[OrgId, RunId], Coroutine[object, None, object]]:
-    async def execute(org_id: OrgId, run_id: RunId) -> object:
-        return await runs().execute(org_id, run_id)  # a fresh execution per run: they are cheap
+def executing(runs: Callable[[], RunExecution]) -> job_queue.Execute:
+    async def execute(org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False) -> object:
+        # a fresh execution per run: they are cheap
+        return await runs().execute(org_id, run_id, hand_back_on_outage=hand_back_on_outage)
 
     return execute
 

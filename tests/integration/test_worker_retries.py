@@ -31,7 +31,7 @@ class _NoConnection(RunAdmission):
         raise PoolTimeout("QueuePool limit of size 12 overflow 12 reached, connection timed out, timeout 30.00")
 
 
-async def _never(org_id: OrgId, run_id: RunId) -> None:
+async def _never(org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False) -> None:
     raise AssertionError("a run without a slot does not execute")
 
 
@@ -84,3 +84,21 @@ async def test_the_in_process_executor_starts_again_a_run_that_could_not_start()
         await started.wait()
     assert tries == [run_id, run_id]
     assert await executor.shutdown() == []
+
+
+async def test_a_run_that_cannot_be_stored_mid_way_pauses_and_its_job_is_tried_again_until_the_outage_lasts() -> None:
+    """A worker hands such a run back (it goes on from its last stored step when its job is taken again), unless
+    its job was tried OUTAGE_TRIES times: then the run fails with storage_unavailable, as the in-process one does."""
+    asked: list[bool] = []
+
+    async def execute(org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False) -> None:
+        asked.append(hand_back_on_outage)
+        raise StorageUnavailable("the database is unavailable; try again shortly")
+
+    runs = job_queue.WorkerRuns(execute)
+    for attempts in (0, job_queue.OUTAGE_TRIES - 2, job_queue.OUTAGE_TRIES - 1):
+        job = Job(id=1, queue=job_queue.QUEUE, lock="run", queueing_lock="run", task_name=job_queue.TASK)
+        context: Any = SimpleNamespace(job=job.evolve(attempts=attempts))
+        with pytest.raises(job_queue.NotStarted):
+            await runs.execute(context, OrgId(uuid.uuid4()), RunId(uuid.uuid4()))
+    assert asked == [True, True, False]

@@ -10,6 +10,7 @@ from application.ports.llm import ModelRequest
 from application.ports.tracing import Level
 from application.runs.create_run import CreateRun, CreateRunCommand
 from application.runs.recover_runs import RecoverRuns
+from domain.messages import MessageRole
 from domain.run_events import RunFailed
 from domain.runs import Run, RunStatus
 from tests.unit.fakes.app import FakeApp, admin
@@ -106,3 +107,30 @@ async def test_a_run_that_cannot_be_started_stays_queued() -> None:
         await app.execute_run().execute(run.org_id, run.id)
     assert (await stored(app, run)).status is RunStatus.QUEUED
     assert app.model.requests == []
+
+
+async def test_a_run_handed_back_on_an_outage_stays_as_stored_and_goes_on_from_its_last_step_when_taken_again() -> None:
+    """As a worker executes runs: the run is not failed, and its job is tried again."""
+    app = FakeApp()
+    app.model.then(calls(call("nothing_here")), answer("Lost with its write"), answer("Done"))
+    run = await queued(app)
+
+    async def outage_on_second_call(request: ModelRequest) -> None:
+        if len(app.model.requests) == 2:
+            app.store.failing_commits = 1
+
+    app.model.before = outage_on_second_call
+    with pytest.raises(StorageUnavailable):
+        await app.execute_run().execute(run.org_id, run.id, hand_back_on_outage=True)
+    paused = await stored(app, run)
+    assert paused.status is RunStatus.IN_PROGRESS and paused.step_count == 1
+    assert "run.failed" not in app.bus.types(run.id)
+    trace_end = app.tracer.of(run.id).ended
+    assert trace_end is not None and trace_end["level"] is Level.WARNING
+
+    done = await app.execute_run().execute(run.org_id, run.id, hand_back_on_outage=True)
+    assert done.status is RunStatus.COMPLETED and done.step_count == 2
+    assert len(app.model.requests) == 3  # the lost answer asked for again, not the stored step
+    async with app.uow.read_only() as uow:
+        thread = await uow.messages.list(run.org_id, run.thread_id, limit=100, after_position=None)
+    assert [m.text for m in thread if m.role is MessageRole.ASSISTANT] == ["", "Done"]

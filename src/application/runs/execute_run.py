@@ -25,7 +25,15 @@ STORAGE_FAILURE = "the database became unavailable while the run was executing"
 class RunExecution(Protocol):
     """What executes a run: ExecuteRun itself, or ExecuteRun wrapped (counted in the metrics)."""
 
-    async def execute(self, org_id: OrgId, run_id: RunId, *, depth: int = 0, live_questions: bool = True) -> Run: ...
+    async def execute(
+        self,
+        org_id: OrgId,
+        run_id: RunId,
+        *,
+        depth: int = 0,
+        live_questions: bool = True,
+        hand_back_on_outage: bool = False,
+    ) -> Run: ...
 
 
 class ExecuteRun:
@@ -45,11 +53,22 @@ class ExecuteRun:
         self._recorder, self._assembler, self._model, self._tools = recorder, assembler, model, tools
         self._tracer = tracer
 
-    async def execute(self, org_id: OrgId, run_id: RunId, *, depth: int = 0, live_questions: bool = True) -> Run:
+    async def execute(
+        self,
+        org_id: OrgId,
+        run_id: RunId,
+        *,
+        depth: int = 0,
+        live_questions: bool = True,
+        hand_back_on_outage: bool = False,
+    ) -> Run:
         """The run as it stands when it stops: ended, or waiting for the client. Raises RunNotFound, or
         StorageUnavailable when the run cannot be started (it stays queued, for recovery). `live_questions`:
         whether its tool calls may wait for the user's answers while they are open (no, when nobody could answer
-        through the run API: a run asked for over MCP or by another run)."""
+        through the run API: a run asked for over MCP or by another run). `hand_back_on_outage`: a run whose
+        step cannot be stored (the database did not answer in time) is not failed but left as stored, and
+        StorageUnavailable raised, for whoever executes it to start it again shortly: it goes on from its last
+        stored step (a worker's job is retried)."""
         began = await self._recorder.begin(org_id, run_id)
         if isinstance(began, Run):
             return began
@@ -80,11 +99,15 @@ class ExecuteRun:
             state.trace.end(level=Level.WARNING, status_message="taken over by another process")
             return await self._recorder.stored(state.run)
         except StorageUnavailable as error:
+            if hand_back_on_outage:
+                logger.warning("run paused, to go on shortly: %s", error.detail, extra={"run_id": str(run_id)})
+                state.trace.end(level=Level.WARNING, status_message="paused: the database did not answer")
+                raise
             logger.warning("run stopped: %s", error.detail, extra={"run_id": str(run_id)})
             await self._fail_for_storage(state)
         except Exception:
             logger.exception("run failed unexpectedly", extra={"run_id": str(run_id)})
-            await self._fail_unexpectedly(state)
+            await self._fail_unexpectedly(state, hand_back_on_outage=hand_back_on_outage)
         _end_trace(state)
         return state.run
 
@@ -144,7 +167,7 @@ class ExecuteRun:
         ending = self._recorder.interrupt(state) if interrupted else self._recorder.cancel(state)
         await _shielded(ending, state)
 
-    async def _fail_unexpectedly(self, state: RunState) -> None:
+    async def _fail_unexpectedly(self, state: RunState, *, hand_back_on_outage: bool) -> None:
         if state.run.status.is_terminal:
             return
         try:
@@ -152,6 +175,9 @@ class ExecuteRun:
         except LeaseLost:
             pass  # another process holds the run now
         except StorageUnavailable as error:
+            if hand_back_on_outage:
+                state.trace.end(level=Level.ERROR, status_message="failed unexpectedly; not stored yet")
+                raise
             _left_for_recovery(state, error)
         except Exception:
             logger.exception("could not record a run's failure", extra={"run_id": str(state.run.id)})

@@ -13,7 +13,8 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Coroutine
+from typing import Protocol
 from uuid import UUID
 
 import procrastinate
@@ -40,11 +41,21 @@ RUNS = "threadline_runs"
 LOST_SECONDS = "threadline_lost_seconds"
 """The key, in the jobs' context, of how long a worker may be silent before its runs are taken over."""
 
-Execute = Callable[[OrgId, RunId], Coroutine[object, None, object]]
+
+class Execute(Protocol):
+    def __call__(
+        self, org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False
+    ) -> Coroutine[object, None, object]: ...
+
+
 ADMISSION_RETRY_SECONDS = 30
 """How soon a run whose organization has no free slot is looked at again, if no slot given back woke it first."""
 NOT_STARTED_RETRY_SECONDS = 5
-"""How soon a run that could not start (the database did not answer in time) is tried again."""
+"""How soon a run that could not start or go on (the database did not answer in time) is tried again."""
+OUTAGE_TRIES = 60
+"""How many times a run's job is taken before a run that cannot be stored fails (storage_unavailable) instead of
+pausing to go on later: about five minutes of outage, at NOT_STARTED_RETRY_SECONDS."""
+MAX_TRIES = 1_000
 POLL_SECONDS = 1.0
 """How often a worker looks for jobs whose time came (runs that waited for a slot); new jobs arrive at once."""
 
@@ -132,8 +143,9 @@ class HandedBack(Exception):
 
 
 class NotStarted(Exception):
-    """A run's job ends so when the run could not start (the database did not answer in time: its pool was
-    exhausted, or it was down): the run stays queued, and its job is tried again shortly."""
+    """A run's job ends so when the run could not start or go on (the database did not answer in time: its pool
+    was exhausted, or it was down): the run stays as stored, and its job is tried again shortly (it goes on from
+    its last stored step)."""
 
 
 class _RunRetries(procrastinate.BaseRetryStrategy):
@@ -141,7 +153,7 @@ class _RunRetries(procrastinate.BaseRetryStrategy):
     error ends the job (the run recorded how it ended, or is left to the lost-run recovery)."""
 
     def get_retry_decision(self, *, exception: BaseException, job: Job) -> procrastinate.RetryDecision | None:
-        if job.attempts >= 1_000:
+        if job.attempts >= MAX_TRIES:
             return None
         if isinstance(exception, HandedBack):
             return procrastinate.RetryDecision(retry_in={"seconds": 0})
@@ -175,7 +187,7 @@ class WorkerRuns:
                 if self._admission is not None:  # the slot is kept while the run is still queued or in progress
                     await self._quietly("a run's slot could not be given back", self._admission.release(run_id))
         except StorageUnavailable as error:
-            logger.warning("a run could not start: %s; its job is tried again shortly", error.detail)
+            logger.warning("a run could not start or go on: %s; its job is tried again shortly", error.detail)
             raise NotStarted(str(run_id)) from None
 
     @staticmethod
@@ -188,7 +200,9 @@ class WorkerRuns:
             logger.warning("%s: %s", what, error.detail)
 
     async def _executed(self, context: JobContext, org_id: OrgId, run_id: RunId) -> None:
-        task = asyncio.create_task(self._execute(org_id, run_id), name=f"run-{run_id}")
+        """A run that cannot be stored pauses (its job tried again), unless its job was tried OUTAGE_TRIES times."""
+        pausing = context.job.attempts + 1 < OUTAGE_TRIES
+        task = asyncio.create_task(self._execute(org_id, run_id, hand_back_on_outage=pausing), name=f"run-{run_id}")
         try:
             await asyncio.shield(task)
         except asyncio.CancelledError:
