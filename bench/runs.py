@@ -229,7 +229,7 @@ async def measure(
     name: str,
     run_once: Callable[[int], Awaitable[tuple[float, bool]]],
     cpu_seconds: Callable[[], dict[str, float]],
-    profiled_pid: int,
+    profiled_pid: int | None,
     *,
     runs: int,
     concurrency: int,
@@ -335,14 +335,15 @@ process, or the one THREADLINE_BENCH_PROFILE_PROCESS names, e.g. worker-0) while
 writes its stacks there (collapsed, one line per stack: `frame;frame;... count`)."""
 
 
-def profiled_process(processes: list[RunningProcess]) -> int:
+def profiled_process(processes: list[RunningProcess]) -> int | None:
+    """The process sampled in this deployment; None when it has none of that name (in_process has no worker)."""
     name = os.environ.get("THREADLINE_BENCH_PROFILE_PROCESS", processes[0].name)
-    return next(p.pid for p in processes if p.name == name)
+    return next((p.pid for p in processes if p.name == name), None)
 
 
 @contextmanager
-def profiled(pid: int) -> Iterator[None]:
-    if not PROFILE:
+def profiled(pid: int | None) -> Iterator[None]:
+    if not PROFILE or pid is None:
         yield
         return
     spy = Path(sys.executable).with_name("py-spy")
