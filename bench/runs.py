@@ -132,7 +132,9 @@ async def setup(running: Deployment, mcp_url: str, threads: int) -> tuple[list[h
             base_url=api.base_url,
             headers=api.headers,
             timeout=600,
-            limits=httpx.Limits(max_connections=2_000, max_keepalive_connections=2_000),
+            # A connection idle for 2 s is not reused: the server closes one idle for 5 s (uvicorn's keep-alive),
+            # and a request sent on it as it closes would fail with a ReadError.
+            limits=httpx.Limits(max_connections=2_000, max_keepalive_connections=2_000, keepalive_expiry=2),
         )
         for api in running.apis
     ]
