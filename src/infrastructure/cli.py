@@ -117,6 +117,7 @@ def serve(
         access_log=True,
         lifespan="on",
         timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+        timeout_keep_alive=settings.keep_alive_seconds,
     )
     StoppingServer(config, stopping=application.state.stopping).run()
 

@@ -148,6 +148,12 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: int = Field(
         default=10, ge=0, description="On SIGTERM, how long `threadline serve` waits for requests and runs in flight"
     )
+    keep_alive_seconds: int = Field(
+        default=5,
+        ge=1,
+        description="How long `threadline serve` keeps a client's idle connection open; behind a proxy or load "
+        "balancer, longer than the proxy's idle timeout",
+    )
     worker_lost_seconds: float = Field(
         default=15, ge=2, description="A worker silent for this long is lost: other workers take over its runs"
     )

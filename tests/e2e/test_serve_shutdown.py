@@ -10,7 +10,7 @@ import httpx
 
 from tests.databases import fresh_database, off_the_loop
 from tests.fakes.openai_server import FakeOpenAI
-from tests.servers import THREADLINE, free_port, organization_headers, threadline
+from tests.servers import THREADLINE, free_port, organization_headers, threadline, threadline_serve
 
 
 async def test_sigterm_ends_open_event_streams_and_the_server_exits_within_its_grace(tmp_path: Path) -> None:
@@ -78,3 +78,25 @@ async def _stop_while_following(tmp_path: Path, url: str) -> None:
     assert not any("run.completed" in line for line in rest)
     assert "Application shutdown complete" in text and "Traceback" not in text
     assert "run execution crashed" not in text
+
+
+async def test_an_idle_connection_is_kept_open_as_long_as_configured(tmp_path: Path) -> None:
+    """Behind a load balancer, the server must not close a connection the balancer still counts on: the idle
+    time it keeps one open is THREADLINE_KEEP_ALIVE_SECONDS (here shorter than the default, to be seen)."""
+    env = os.environ | {
+        "THREADLINE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'keep.db'}",
+        "THREADLINE_DATA_DIR": str(tmp_path / "data"),
+        "THREADLINE_KEEP_ALIVE_SECONDS": "1",
+    }
+    await threadline(env, "migrate")
+    async with threadline_serve(env) as (base_url, _server):
+        port = int(base_url.rsplit(":", 1)[1])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        await writer.drain()
+        assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+        # The response, then nothing until the server closes the idle connection: after 1 s, not the default 5 s.
+        async with asyncio.timeout(4):
+            while await reader.read(4096):
+                pass
+        writer.close()
