@@ -9,8 +9,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from procrastinate.job_context import AbortReason
+from procrastinate.jobs import Job
 
-from application.errors import LeaseLost
+from application.errors import LeaseLost, StorageUnavailable
 from domain.run_events import RunEvent, RunInProgress
 from domain.runs import RunStatus
 from infrastructure.container import Container
@@ -90,3 +92,34 @@ async def test_events_stored_while_the_listening_connection_was_down_reach_the_f
     finally:
         await bus.close()
     assert [(e.seq, e.type.value) for e in received] == [(1, "run.created"), (2, "run.in_progress")]
+
+
+async def test_a_run_whose_cancel_cannot_be_stored_gets_a_job_of_its_own_again(
+    container: Container, settings: Settings
+) -> None:
+    """The worker stops the run at the user's cancel, but the database does not answer: the aborted job is not
+    retried by procrastinate, so a new one, due shortly, ends the run as its stored cancel request says."""
+    _thread, run = await queued_run(container)
+    started = asyncio.Event()
+
+    async def execute(org_id: Any, run_id: Any, *, hand_back_on_outage: bool = False) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            assert hand_back_on_outage
+            raise StorageUnavailable("the database is unavailable; try again shortly") from None
+
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        job = Job(id=1, queue=job_queue.QUEUE, lock=str(run.id), queueing_lock=str(run.id), task_name=job_queue.TASK)
+        context: Any = SimpleNamespace(app=app, job=job, abort_reason=lambda: AbortReason.USER_REQUEST)
+        executing = asyncio.create_task(job_queue.WorkerRuns(execute).execute(context, run.org_id, run.id))
+        await started.wait()
+        executing.cancel()  # procrastinate aborts the job
+        with pytest.raises(asyncio.CancelledError):
+            await executing
+        rows = await app.connector.execute_query_all_async(
+            "SELECT status, scheduled_at FROM procrastinate_jobs WHERE queueing_lock = %(run)s", run=str(run.id)
+        )
+    assert [row["status"] for row in rows] == ["todo"]
+    assert rows[0]["scheduled_at"] > datetime.now(UTC)

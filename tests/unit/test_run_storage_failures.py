@@ -1,6 +1,7 @@
 """A run whose database goes away: it fails with storage_unavailable when that can still be written, and is
 left for recovery when it cannot."""
 
+import asyncio
 import logging
 
 import pytest
@@ -14,7 +15,7 @@ from domain.messages import MessageRole
 from domain.run_events import RunFailed
 from domain.runs import Run, RunStatus
 from tests.unit.fakes.app import FakeApp, admin
-from tests.unit.fakes.ports import answer, call, calls
+from tests.unit.fakes.ports import Hold, answer, call, calls
 
 
 async def queued(app: FakeApp) -> Run:
@@ -134,3 +135,26 @@ async def test_a_run_handed_back_on_an_outage_stays_as_stored_and_goes_on_from_i
     async with app.uow.read_only() as uow:
         thread = await uow.messages.list(run.org_id, run.thread_id, limit=100, after_position=None)
     assert [m.text for m in thread if m.role is MessageRole.ASSISTANT] == ["", "Done"]
+
+
+async def test_a_run_cancelled_during_an_outage_is_handed_back_and_ends_cancelled_when_taken_again() -> None:
+    """As a worker executes runs: its job is tried again, instead of leaving the run in progress for ever."""
+    app = FakeApp()
+    thinking = Hold()
+    app.model.then(thinking, answer("Never told"))
+    run = await queued(app)
+    executing = asyncio.create_task(app.execute_run().execute(run.org_id, run.id, hand_back_on_outage=True))
+    await thinking.received.wait()
+    async with app.uow as uow:  # the user's cancel, stored by the API
+        await uow.runs.request_cancel(run.org_id, run.id)
+        await uow.commit()
+    app.store.failing_commits = 1
+    executing.cancel()  # the worker stops the run's model call
+    with pytest.raises(StorageUnavailable):
+        await executing
+    assert (await stored(app, run)).status is RunStatus.IN_PROGRESS
+    assert "run.cancelled" not in app.bus.types(run.id)
+
+    ended = await app.execute_run().execute(run.org_id, run.id, hand_back_on_outage=True)
+    assert ended.status is RunStatus.CANCELLED and (await stored(app, run)).status is RunStatus.CANCELLED
+    assert app.bus.types(run.id)[-1] == "run.cancelled"

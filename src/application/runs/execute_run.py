@@ -66,9 +66,9 @@ class ExecuteRun:
         StorageUnavailable when the run cannot be started (it stays queued, for recovery). `live_questions`:
         whether its tool calls may wait for the user's answers while they are open (no, when nobody could answer
         through the run API: a run asked for over MCP or by another run). `hand_back_on_outage`: a run whose
-        step cannot be stored (the database did not answer in time) is not failed but left as stored, and
-        StorageUnavailable raised, for whoever executes it to start it again shortly: it goes on from its last
-        stored step (a worker's job is retried)."""
+        step (or cancellation) cannot be stored (the database did not answer in time) is not failed but left as
+        stored, and StorageUnavailable raised, for whoever executes it to start it again shortly: it goes on
+        from its last stored step, or ends as its stored cancel request says (a worker's job is retried)."""
         began = await self._recorder.begin(org_id, run_id)
         if isinstance(began, Run):
             return began
@@ -89,7 +89,7 @@ class ExecuteRun:
                 state.trace.end(level=Level.WARNING, status_message="handed back to the queue")
                 raise
             interrupted = INTERRUPTED in cancelled.args
-            await self._settle_cancelled(state, interrupted=interrupted)
+            await self._settle_cancelled(state, interrupted=interrupted, hand_back_on_outage=hand_back_on_outage)
             state.trace.end(level=Level.WARNING, status_message="interrupted" if interrupted else "cancelled")
             raise
         except LeaseLost:
@@ -160,12 +160,23 @@ class ExecuteRun:
         calls = answer.response.tool_calls
         return await self._recorder.record_tool_results(state, calls, await self._tools(state, calls))
 
-    async def _settle_cancelled(self, state: RunState, *, interrupted: bool) -> None:
-        """Record the cancellation (or the interruption, at shutdown), though this task is being cancelled."""
+    async def _settle_cancelled(self, state: RunState, *, interrupted: bool, hand_back_on_outage: bool) -> None:
+        """Record the cancellation (or the interruption, at shutdown), though this task is being cancelled. One
+        that cannot be stored, when the run is to be handed back on an outage, raises StorageUnavailable instead
+        of the cancellation: the run goes on as stored when it is taken again, and its stored cancel request
+        ends it then."""
         if state.run.status.is_terminal:
             return
         ending = self._recorder.interrupt(state) if interrupted else self._recorder.cancel(state)
-        await _shielded(ending, state)
+        try:
+            await _shielded(ending, state, hand_back_on_outage=hand_back_on_outage)
+        except StorageUnavailable:
+            logger.warning(
+                "a run's cancellation could not be stored: it is tried again shortly",
+                extra={"run_id": str(state.run.id)},
+            )
+            state.trace.end(level=Level.WARNING, status_message="cancelled; not stored yet")
+            raise
 
     async def _fail_unexpectedly(self, state: RunState, *, hand_back_on_outage: bool) -> None:
         if state.run.status.is_terminal:
@@ -213,12 +224,14 @@ def _left_for_recovery(state: RunState, error: StorageUnavailable) -> None:
     )
 
 
-async def _shielded(ending: Awaitable[StepOutcome], state: RunState) -> None:
+async def _shielded(ending: Awaitable[StepOutcome], state: RunState, *, hand_back_on_outage: bool) -> None:
     try:
         await asyncio.shield(ending)
     except (asyncio.CancelledError, LeaseLost):
         pass  # LeaseLost: another process holds the run now, and records how it ends
     except StorageUnavailable as error:
+        if hand_back_on_outage:
+            raise
         _left_for_recovery(state, error)
     except Exception:
         logger.exception("could not record how a run ended", extra={"run_id": str(state.run.id)})

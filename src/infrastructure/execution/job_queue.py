@@ -19,7 +19,7 @@ from uuid import UUID
 
 import procrastinate
 import psycopg
-from procrastinate.exceptions import AlreadyEnqueued
+from procrastinate.exceptions import AlreadyEnqueued, ConnectorException
 from procrastinate.job_context import AbortReason, JobContext
 from procrastinate.jobs import Job
 
@@ -208,18 +208,29 @@ class WorkerRuns:
         except asyncio.CancelledError:
             stopping = context.abort_reason() is AbortReason.SHUTDOWN
             task.cancel(HANDED_BACK if stopping else None)
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await task
+            except asyncio.CancelledError:
+                pass
+            except StorageUnavailable:
+                # The user's cancel could not be stored. Its job, aborted, is not tried again: another one, due
+                # shortly, ends the run then as its stored cancel request says.
+                try:
+                    await _later(context, org_id, run_id, in_seconds=NOT_STARTED_RETRY_SECONDS)
+                except (ConnectorException, psycopg.Error, OSError) as error:
+                    logger.warning("a cancelled run could not be queued again to end it: %s", error)
             if stopping:
                 logger.info("run handed back to the queue: the worker stops", extra={"run_id": str(run_id)})
                 raise HandedBack(str(run_id)) from None
             raise
 
 
-async def _later(context: JobContext, org_id: OrgId, run_id: RunId) -> None:
-    """The organization's slots are all taken: the run waits queued, its job back in the queue until woken."""
+async def _later(
+    context: JobContext, org_id: OrgId, run_id: RunId, in_seconds: float = ADMISSION_RETRY_SECONDS
+) -> None:
+    """The run's job back in the queue, due in `in_seconds` (the organization's slots are all taken: until woken)."""
     job = context.app.configure_task(
-        TASK, lock=str(run_id), queueing_lock=str(run_id), schedule_in={"seconds": ADMISSION_RETRY_SECONDS}
+        TASK, lock=str(run_id), queueing_lock=str(run_id), schedule_in={"seconds": in_seconds}
     )
     with contextlib.suppress(AlreadyEnqueued):  # queued again meanwhile (resumed by its client)
         await job.defer_async(org_id=str(org_id), run_id=str(run_id))
