@@ -6,7 +6,7 @@ from typing import NoReturn, Self
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from infrastructure.persistence.engine import READ_ONLY, Database
-from infrastructure.persistence.errors import DATABASE_ERRORS, translated
+from infrastructure.persistence.errors import DATABASE_ERRORS, translated, translating
 from infrastructure.persistence.repositories.agents import SqlAgentRepository
 from infrastructure.persistence.repositories.api_keys import SqlApiKeyRepository
 from infrastructure.persistence.repositories.audit_events import SqlAuditEventRepository
@@ -90,10 +90,8 @@ class SqlAlchemyUnitOfWork:
         return SqlAlchemyUnitOfWork(self._database, read_only=True)
 
     async def __aenter__(self) -> Self:
-        try:
+        with translating():
             transaction = await self._begin()
-        except DATABASE_ERRORS as error:
-            _raise_translated(error)
         self._open.setdefault(asyncio.current_task(), []).append(transaction)
         return transaction  # type: ignore[return-value]  # it offers everything the port promises
 
