@@ -21,6 +21,7 @@ from application.ports.mcp import (
     McpToolResult,
 )
 from application.runs.execute_run import ExecuteRun
+from application.runs.recorder import Began
 from domain.ids import OrgId, RunId
 from domain.mcp_prompts import PromptResult
 from domain.runs import Run
@@ -137,12 +138,18 @@ class MeteredRunExecution:
         depth: int = 0,
         live_questions: bool = True,
         hand_back_on_outage: bool = False,
+        began: Began | None = None,
     ) -> Run:
         since = time.time()
         self._metrics.runs_executing.inc()
         try:
             run = await self._execute_run.execute(
-                org_id, run_id, depth=depth, live_questions=live_questions, hand_back_on_outage=hand_back_on_outage
+                org_id,
+                run_id,
+                depth=depth,
+                live_questions=live_questions,
+                hand_back_on_outage=hand_back_on_outage,
+                began=began,
             )
         finally:
             self._metrics.runs_executing.dec()

@@ -18,6 +18,7 @@ from application.ports.mcp import McpGateway
 from application.ports.tracing import Tracer
 from application.retrieval import EmbedPassages
 from application.runs.execute_run import RunExecution
+from application.runs.recorder import Began
 from domain.ids import OrgId, RunId
 from infrastructure.execution import job_queue
 from infrastructure.execution.event_bus import InMemoryRunEventBus
@@ -155,9 +156,12 @@ async def mcp_gateway(metrics: Metrics, loaded: LoadedIntegrations, **settings: 
 
 
 def executing(runs: Callable[[], RunExecution]) -> job_queue.Execute:
-    async def execute(org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False) -> object:
+    async def execute(
+        org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False, began: object = None
+    ) -> object:
         # a fresh execution per run: they are cheap
-        return await runs().execute(org_id, run_id, hand_back_on_outage=hand_back_on_outage)
+        started = cast("Began | None", began)  # what the transaction that created the run started it with
+        return await runs().execute(org_id, run_id, hand_back_on_outage=hand_back_on_outage, began=started)
 
     return execute
 

@@ -228,6 +228,9 @@ class RecordingExecutor:
     async def submit(self, org_id: object, run_id: object) -> None:
         self.submitted.append(str(run_id))
 
+    async def reserve(self, org_id: object) -> None:
+        return None
+
     async def cancel(self, run_id: object) -> bool:
         return False
 

@@ -42,11 +42,11 @@ async def queued_run(container: Container) -> tuple[Thread, Run]:
         await uow.organizations.add(org)
         await uow.agents.add(agent)
         await uow.threads.add(thread)
-        run, _created = await queue_run(
+        queued = await queue_run(
             uow, clock=container.clock(), ids=container.ids(), thread=thread, agent=agent, input="hello"
         )
         await uow.commit()
-    return thread, run
+    return thread, queued.run
 
 
 async def texts(container: Container, thread: Thread) -> list[tuple[str, str]]:

@@ -71,7 +71,7 @@ async def test_the_in_process_executor_starts_again_a_run_that_could_not_start()
     tries: list[RunId] = []
     started = asyncio.Event()
 
-    async def execute(org_id: OrgId, run_id: RunId) -> None:
+    async def execute(org_id: OrgId, run_id: RunId, *, began: object = None) -> None:
         tries.append(run_id)
         if len(tries) == 1:
             raise StorageUnavailable("the database is unavailable; try again shortly")

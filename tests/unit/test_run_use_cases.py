@@ -14,6 +14,7 @@ from application.runs.create_run import CreateRun, CreateRunCommand
 from application.runs.events import UNSTORED_SEQS
 from application.runs.follow_run import FollowRun
 from application.runs.queries import GetRun, ListRuns, RunFilter
+from application.runs.recorder import Began
 from application.runs.recover_runs import RecoverRuns
 from application.runs.submit_tool_results import SubmitToolResults, SubmitToolResultsCommand, ToolResultInput
 from domain.agents import Agent
@@ -70,6 +71,48 @@ async def test_a_run_is_queued_with_its_input_and_handed_to_the_executor(app: Fa
         events = await uow.run_events.list(org.id, run.id)
     assert (message.role, message.text, message.run_id, message.position) == (MessageRole.USER, "Hi", run.id, 1)
     assert [e.seq for e in events] == [1]
+
+
+async def test_a_run_created_with_a_slot_free_is_started_as_it_is_created_and_executes_from_there(
+    app: FakeApp,
+) -> None:
+    org, _, thread = await setup(app)
+    app.executor.free_slots = 1
+    app.model.then(answer("Hello!"))
+    created = await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi"))
+    run = created.run
+    assert status(run) is RunStatus.IN_PROGRESS and status(await stored(app, run)) is RunStatus.IN_PROGRESS
+    assert app.executor.submitted == [] and app.bus.types(run.id) == ["run.created", "run.in_progress"]
+    began = app.executor.started[run.id]
+    assert isinstance(began, Began) and [m.text for m in began.history] == ["Hi"]
+    done = await app.execute_run().execute(org.id, run.id, began=began)
+    assert status(done) is RunStatus.COMPLETED and status(await stored(app, run)) is RunStatus.COMPLETED
+    assert app.bus.types(run.id)[-1] == "run.completed" and app.bus.types(run.id).count("run.in_progress") == 1
+    async with app.uow.read_only() as uow:
+        events = await uow.run_events.list(org.id, run.id)
+        texts = [m.text for m in await uow.messages.list(org.id, thread.id, limit=10, after_position=None)]
+    assert [e.type.value for e in events] == ["run.created", "run.in_progress", "run.completed"]
+    assert texts == ["Hi", "Hello!"]
+
+
+async def test_a_run_started_as_it_is_created_reads_the_earlier_messages_of_its_thread(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    app.model.then(answer("Hello!"))
+    first = await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi"))
+    await app.execute_run().execute(org.id, first.run.id)
+    app.executor.free_slots = 1
+    second = await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="Again"))
+    began = app.executor.started[second.run.id]
+    assert isinstance(began, Began) and [m.text for m in began.history] == ["Hi", "Hello!", "Again"]
+
+
+async def test_a_slot_taken_for_a_run_that_is_not_created_is_given_back(app: FakeApp) -> None:
+    org, _, thread = await setup(app)
+    await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi"))
+    app.executor.free_slots = 1
+    with pytest.raises(ThreadBusy):
+        await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="Again"))
+    assert app.executor.free_slots == 1 and app.executor.released == 1 and not app.executor.started
 
 
 async def test_the_same_idempotency_key_gives_back_the_same_run(app: FakeApp) -> None:

@@ -40,10 +40,29 @@ class RunEventBus(Protocol):
         ...
 
 
+class RunSlot(Protocol):
+    """A place to execute one run in this process, taken before the run is stored: the run is stored as started,
+    in the transaction that creates it, and executes at once (no second transaction to start it)."""
+
+    def start(self, run_id: RunId, began: object) -> None:
+        """Execute the run, from what the transaction that started it read (application.runs.recorder.Began)."""
+        ...
+
+    def release(self) -> None:
+        """Give the place back unused (the run was not created, or not started here)."""
+        ...
+
+
 class RunExecutor(Protocol):
     """Executes queued (or resumed) runs somewhere: in this process, or on workers."""
 
     async def submit(self, org_id: OrgId, run_id: RunId) -> None: ...
+
+    async def reserve(self, org_id: OrgId) -> RunSlot | None:
+        """A slot to execute a new run of the organization here at once, when one is free now; None when the
+        run is to be queued and submitted (no slot free, the organization's runs wait their turn, or runs execute
+        on workers)."""
+        ...
 
     async def cancel(self, run_id: RunId) -> bool:
         """Stop the run's execution if it runs here; True when it did (the run records itself cancelled)."""

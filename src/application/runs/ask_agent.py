@@ -143,7 +143,7 @@ class AskAgent:
     async def _queue(self, question: Question) -> Run:
         async with self._uow as uow:
             thread = await new_thread(uow, clock=self._clock, ids=self._ids, agent=question.agent, title=question.title)
-            run, created = await queue_run(
+            queued = await queue_run(
                 uow,
                 clock=self._clock,
                 ids=self._ids,
@@ -153,8 +153,9 @@ class AskAgent:
                 parent_run_id=question.parent_run_id,
             )
             await uow.commit()
-        await self._bus.publish(created)
-        return run
+        for event in queued.events:
+            await self._bus.publish(event)
+        return queued.run
 
     async def _text(self, run: Run) -> str:
         if run.status is RunStatus.REQUIRES_ACTION:

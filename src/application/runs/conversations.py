@@ -23,14 +23,13 @@ from application.ports.limits import RunRateLimit
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from application.runs.create_run import check_client_tools
-from application.runs.queueing import queue_run
+from application.runs.queueing import Queued, queue_run
 from application.runs.starting import RunStarter
 from application.runs.submit_tool_results import SubmitToolResults, SubmitToolResultsCommand, ToolResultInput
 from domain.agents import Agent
 from domain.errors import InvalidValue
 from domain.ids import MessageId, RunId, ThreadId
 from domain.messages import ContentPart, MessageRole, TextContent, part_to_dict
-from domain.run_events import RunEvent
 from domain.runs import ClientTool, Run, RunStatus
 from domain.threads import Thread
 from domain.usage import Usage
@@ -89,7 +88,7 @@ class Converse:
         executor: RunExecutor,
         rate_limit: RunRateLimit | None = None,
     ) -> None:
-        self._uow, self._clock, self._ids = uow, clock, ids
+        self._uow, self._clock, self._ids, self._bus = uow, clock, ids, bus
         self._starter = RunStarter(uow, bus, executor, rate_limit)
 
     async def execute(self, command: ConverseCommand) -> Conversing:
@@ -99,11 +98,11 @@ class Converse:
             raise InvalidValue(f"a request may hold at most {TURNS_MAX} messages")
         digest = _digest(command) if command.idempotency_key is not None else None
         run, created = await self._starter.start(
-            command.caller.org_id, command.idempotency_key, digest, lambda: self._queue(command, digest)
+            command.caller.org_id, command.idempotency_key, digest, lambda start: self._queue(command, digest, start)
         )
         return Conversing(run=run, created=created)
 
-    async def _queue(self, command: ConverseCommand, digest: str | None) -> tuple[Run, RunEvent]:
+    async def _queue(self, command: ConverseCommand, digest: str | None, start: bool) -> Queued:
         org_id = command.caller.org_id
         async with self._uow as uow:
             agent = await uow.agents.get_by_slug(org_id, command.agent_slug)
@@ -112,9 +111,11 @@ class Converse:
             await check_client_tools(uow, agent, command.client_tools)
             thread = await self._thread(uow, command, agent)
             now = self._clock.now()
+            appended = []
             for turn in command.turns:
                 message = thread.append(turn.role, turn.content, message_id=MessageId(self._ids.new()), now=now)
                 await uow.messages.add(message)
+                appended.append(message)
             await uow.threads.save(thread)
             queued = await queue_run(
                 uow,
@@ -127,6 +128,8 @@ class Converse:
                 idempotency_key=command.idempotency_key,
                 request_digest=digest,
                 instructions=command.instructions or None,
+                start_on=self._bus if start else None,
+                appended=appended,
             )
             await uow.commit()
         return queued

@@ -15,13 +15,12 @@ from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.limits import RunRateLimit
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
-from application.runs.queueing import queue_run
+from application.runs.queueing import Queued, queue_run
 from application.runs.starting import RunStarter
 from application.runs.tools.assembly import reserved_names
 from domain.agents import Agent
 from domain.errors import InvalidValue
 from domain.ids import AgentId, ThreadId
-from domain.run_events import RunEvent
 from domain.runs import ClientTool, Run
 
 INPUT_MAX = 1_000_000
@@ -57,7 +56,7 @@ class CreateRun:
         executor: RunExecutor,
         rate_limit: RunRateLimit | None = None,
     ) -> None:
-        self._uow, self._clock, self._ids = uow, clock, ids
+        self._uow, self._clock, self._ids, self._bus = uow, clock, ids, bus
         self._starter = RunStarter(uow, bus, executor, rate_limit)
 
     async def execute(self, command: CreateRunCommand) -> CreatedRun:
@@ -68,12 +67,12 @@ class CreateRun:
             command.caller.org_id,
             command.idempotency_key,
             digest,
-            lambda: self._queue(command, digest),
+            lambda start: self._queue(command, digest, start),
             thread_id=command.thread_id,
         )
         return CreatedRun(run=run, created=created)
 
-    async def _queue(self, command: CreateRunCommand, digest: str | None) -> tuple[Run, RunEvent] | Run:
+    async def _queue(self, command: CreateRunCommand, digest: str | None, start: bool) -> Queued | Run:
         org_id = command.caller.org_id
         async with self._uow as uow:
             thread = await uow.threads.get(org_id, command.thread_id, for_update=True)
@@ -105,6 +104,7 @@ class CreateRun:
                 client_tools=tuple(command.client_tools),
                 idempotency_key=command.idempotency_key,
                 request_digest=digest,
+                start_on=self._bus if start else None,
             )
             await uow.commit()
         return queued

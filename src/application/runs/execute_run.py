@@ -33,6 +33,7 @@ class RunExecution(Protocol):
         depth: int = 0,
         live_questions: bool = True,
         hand_back_on_outage: bool = False,
+        began: Began | None = None,
     ) -> Run: ...
 
 
@@ -61,6 +62,7 @@ class ExecuteRun:
         depth: int = 0,
         live_questions: bool = True,
         hand_back_on_outage: bool = False,
+        began: Began | None = None,
     ) -> Run:
         """The run as it stands when it stops: ended, or waiting for the client. Raises RunNotFound, or
         StorageUnavailable when the run cannot be started (it stays queued, for recovery). `live_questions`:
@@ -68,10 +70,13 @@ class ExecuteRun:
         through the run API: a run asked for over MCP or by another run). `hand_back_on_outage`: a run whose
         step (or cancellation) cannot be stored (the database did not answer in time) is not failed but left as
         stored, and StorageUnavailable raised, for whoever executes it to start it again shortly: it goes on
-        from its last stored step, or ends as its stored cancel request says (a worker's job is retried)."""
-        began = await self._recorder.begin(org_id, run_id)
-        if isinstance(began, Run):
-            return began
+        from its last stored step, or ends as its stored cancel request says (a worker's job is retried). `began`:
+        the run was started in the transaction that created it (see queue_run), and this is what it read."""
+        if began is None:
+            begun = await self._recorder.begin(org_id, run_id)
+            if isinstance(begun, Run):
+                return begun
+            began = begun
         state = RunState(
             run=began.run,
             agent=began.agent,

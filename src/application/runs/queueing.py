@@ -1,14 +1,28 @@
 """Queueing a run: on a thread the caller chose, or on a fresh thread (delegation, MCP publishing)."""
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from application.ports.execution import RunEventBus
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from application.request_context import current_request_id
+from application.runs.recorder import Began, begin_new
 from domain.agents import Agent
 from domain.ids import MessageId, RunId, ThreadId
-from domain.messages import MessageRole, TextContent
+from domain.messages import Message, MessageRole, TextContent
 from domain.run_events import RunCreated, RunEvent
 from domain.runs import ClientTool, Run
 from domain.threads import THREAD_TITLE_MAX, Thread
+
+
+@dataclass(frozen=True, kw_only=True)
+class Queued:
+    run: Run
+    events: tuple[RunEvent, ...]
+    """run.created, and run.in_progress for a run started at once: to publish after commit, in order."""
+    began: Began | None = None
+    """What the execution of a run started at once needs (see `start_on`)."""
 
 
 async def queue_run(
@@ -24,9 +38,15 @@ async def queue_run(
     request_digest: str | None = None,
     parent_run_id: RunId | None = None,
     instructions: str | None = None,
-) -> tuple[Run, RunEvent]:
+    start_on: RunEventBus | None = None,
+    appended: Sequence[Message] = (),
+) -> Queued:
     """Inside the caller's unit of work: append the input (if any) and queue a run. The caller commits
-    and then publishes the returned run.created event."""
+    and then publishes the returned events. `start_on`: the run executes in this process at once (the caller
+    holds a slot for it), its events published on this bus; it is stored started, as its execution would
+    start it in a transaction of its own (see RunRecorder.begin), and `began` holds what its execution needs.
+    `appended`: the messages the caller appended to the thread in this unit of work, oldest first (a run on a
+    thread that holds only those, and its input, does not read them back)."""
     now = clock.now()
     run = Run(
         id=RunId(ids.new()),
@@ -42,16 +62,22 @@ async def queue_run(
         created_at=now,
         updated_at=now,
     )
+    created = RunEvent(run_id=run.id, seq=1, payload=RunCreated.of(run), created_at=now)
+    new_messages = list(appended)
     if input is not None:
         message = thread.append(
             MessageRole.USER, (TextContent(text=input),), message_id=MessageId(ids.new()), now=now, run_id=run.id
         )
         await uow.threads.save(thread)
         await uow.messages.add(message)
-    await uow.runs.add(run)
-    event = RunEvent(run_id=run.id, seq=1, payload=RunCreated.of(run), created_at=now)
-    await uow.run_events.add(event, run.org_id)
-    return run, event
+        new_messages.append(message)
+    if start_on is None:
+        await uow.runs.add(run)
+        await uow.run_events.add(created, run.org_id)
+        return Queued(run=run, events=(created,))
+    history = new_messages if len(new_messages) == thread.message_count else None  # else older ones are read
+    began, started = await begin_new(uow, run, created, agent, start_on, clock, history=history)
+    return Queued(run=run, events=(created, started), began=began)
 
 
 async def new_thread(uow: UnitOfWork, *, clock: Clock, ids: IdGenerator, agent: Agent, title: str) -> Thread:

@@ -2,7 +2,8 @@
 
 After each write, the durable state of a run is:
 - `begin`: the run is in_progress with a run.in_progress event (or it ended: cancelled before it started,
-  or its agent was deleted).
+  or its agent was deleted). A run this process executes as soon as it is created is stored so by the
+  transaction that creates it (`begin_new`), and its execution starts from what that transaction read.
 - `record_answer`: the model's answer is the thread's last message (text and tool calls) and the step is
   on the run; then either the run ended (completed, or cancelled when a cancel was asked meanwhile) or each
   tool call has a tool_call.started event.
@@ -42,6 +43,7 @@ from domain.ids import MessageId, OrgId, RunId
 from domain.messages import ContentPart, Message, MessageRole, TextContent, ToolResultContent, ToolUseContent
 from domain.run_events import (
     ContextTrimmed,
+    RunEvent,
     RunEventPayload,
     RunInProgress,
     RunRequiresAction,
@@ -73,6 +75,34 @@ class Began:
     events: RunEventStream
     summary: HistorySummary | None = None
     """The thread's summary of its oldest messages, read when the agent summarizes what requests leave out"""
+
+
+async def begin_new(
+    uow: UnitOfWork,
+    run: Run,
+    created: RunEvent,
+    agent: Agent,
+    bus: RunEventBus,
+    clock: Clock,
+    *,
+    history: Sequence[Message] | None = None,
+) -> tuple[Began, RunEvent]:
+    """Inside the unit of work that queues a run this process executes at once: the run is stored as `begin`
+    would leave it (claimed, in_progress, with its run.in_progress event after `created`), and what its loop
+    needs is read in the same transaction (its thread's messages, unless the caller knows them all: `history`).
+    The caller commits, then publishes `created` and the event returned."""
+    run.start(clock.now())
+    run.lease += 1  # claimed, as `begin` claims a queued run
+    await uow.runs.add(run)
+    await uow.run_events.add(created, run.org_id)
+    events = RunEventStream(run.org_id, run.id, created.seq, bus, clock)
+    started = await events.record(uow, RunInProgress.of(run))
+    if history is None:
+        history = await uow.messages.list(run.org_id, run.thread_id, limit=HISTORY_LIMIT, after_position=None)
+    summary = None
+    if agent.model_settings.summarize_history:
+        summary = await uow.thread_summaries.get(run.org_id, run.thread_id)
+    return Began(run=run, agent=agent, history=list(history), events=events, summary=summary), started
 
 
 class RunRecorder:

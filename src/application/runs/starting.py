@@ -1,19 +1,24 @@
 """Starting a run once per idempotency key, for every way a run is asked for (the runs API, the
 OpenAI-compatible routes): the key's run when it exists, else the run queued now, published and handed to the
-executor. A request that loses the race for a key answers with the winner's run and queues nothing."""
+executor. A request that loses the race for a key answers with the winner's run and queues nothing.
+
+When this process executes runs and has a slot free for the organization, the run is started in the transaction
+that creates it (stored in_progress, with what its execution reads) and executes at once: one transaction fewer
+per run. Otherwise it is stored queued and submitted, and its execution starts it when its turn comes."""
 
 from collections.abc import Awaitable, Callable
 
 from application.errors import IdempotencyConflict, IdempotencyKeyReused
-from application.ports.execution import RunEventBus, RunExecutor
+from application.ports.execution import RunEventBus, RunExecutor, RunSlot
 from application.ports.limits import NoRunRateLimit, RunRateLimit
 from application.ports.persistence import UnitOfWork
+from application.runs.queueing import Queued
 from domain.ids import OrgId, ThreadId
-from domain.run_events import RunEvent
 from domain.runs import Run
 
-Queue = Callable[[], Awaitable["tuple[Run, RunEvent] | Run"]]
-"""Queues the run in one transaction; answers the key's run instead when it appeared meanwhile."""
+Queue = Callable[[bool], Awaitable["Queued | Run"]]
+"""Queues the run in one transaction, started at once when given True (see queue_run's `start_on`); answers the
+key's run instead when it appeared meanwhile."""
 
 
 class RunStarter:
@@ -37,18 +42,29 @@ class RunStarter:
         if existing is not None:
             return _replayed(existing, idempotency_key, digest, thread_id), False
         await self._rate_limit.take(org_id)  # a replay above is not a new run
+        slot = await self._executor.reserve(org_id)
         try:
-            queued = await queue()
+            queued = await queue(slot is not None)
         except IdempotencyConflict:
+            _release(slot)
             winner = await self._by_key(org_id, idempotency_key)
             if winner is None:
                 raise
             return _replayed(winner, idempotency_key, digest, thread_id), False
+        except BaseException:
+            _release(slot)
+            raise
         if isinstance(queued, Run):  # the key's run, created while this request waited for the thread
+            _release(slot)
             return _replayed(queued, idempotency_key, digest, thread_id), False
-        run, created = queued
-        await self._bus.publish(created)
-        await self._executor.submit(run.org_id, run.id)
+        run = queued.run
+        for event in queued.events:
+            await self._bus.publish(event)
+        if slot is not None and queued.began is not None:
+            slot.start(run.id, queued.began)
+        else:
+            _release(slot)
+            await self._executor.submit(run.org_id, run.id)
         return run, True
 
     async def _by_key(self, org_id: OrgId, idempotency_key: str | None) -> Run | None:
@@ -66,3 +82,8 @@ def _replayed(run: Run, idempotency_key: str | None, digest: str | None, thread_
             " (another thread, agent, input, messages or tools); use a new key"
         )
     return run
+
+
+def _release(slot: RunSlot | None) -> None:
+    if slot is not None:
+        slot.release()

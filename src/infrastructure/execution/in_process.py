@@ -6,6 +6,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Protocol
 
 from application.errors import StorageUnavailable
 from application.ports.execution import INTERRUPTED
@@ -14,7 +15,11 @@ from infrastructure.logging import current_run
 
 logger = logging.getLogger(__name__)
 
-Execute = Callable[[OrgId, RunId], Awaitable[object]]
+
+class Execute(Protocol):
+    def __call__(self, org_id: OrgId, run_id: RunId, *, began: object = None) -> Awaitable[object]: ...
+
+
 OrgLimit = Callable[[OrgId], Awaitable[int]]
 
 
@@ -29,9 +34,15 @@ class _OrgSlots:
         self.executing = 0
         self.waiting: deque[tuple[asyncio.Future[None], int]] = deque()
 
-    async def take(self, limit: int) -> None:
+    def take_now(self, limit: int) -> bool:
+        """Takes a slot if one is free and no run waits for one."""
         if self.executing < limit and not self.waiting:
             self.executing += 1
+            return True
+        return False
+
+    async def take(self, limit: int) -> None:
+        if self.take_now(limit):
             return
         turn = asyncio.get_running_loop().create_future()
         self.waiting.append((turn, limit))
@@ -81,16 +92,30 @@ class InProcessRunExecutor:
             raise RuntimeError("the executor is shutting down")
         self._start(org_id, run_id)
 
-    def _start(self, org_id: OrgId, run_id: RunId) -> None:
-        task = asyncio.create_task(self._run(org_id, run_id), name=f"run-{run_id}")
+    async def reserve(self, org_id: OrgId) -> "_Slot | None":
+        """A slot taken now, when the process and the organization have one free and no run waits for one."""
+        if self._closing:
+            return None
+        limit = await self._org_limit(org_id)
+        if self._closing or self._gate.locked():
+            return None
+        slots = self._orgs.setdefault(org_id, _OrgSlots())
+        if not slots.take_now(limit):
+            self._forget_idle(org_id, slots)
+            return None
+        await self._gate.acquire()  # free (checked above, nothing awaited since): returns at once
+        return _Slot(self, org_id)
+
+    def _start(self, org_id: OrgId, run_id: RunId, slot: "_Slot | None" = None, began: object = None) -> None:
+        task = asyncio.create_task(self._run(org_id, run_id, slot, began), name=f"run-{run_id}")
         self._tasks[run_id] = task
         task.add_done_callback(lambda _: self._tasks.pop(run_id, None) if self._tasks.get(run_id) is task else None)
 
-    async def _run(self, org_id: OrgId, run_id: RunId) -> None:
+    async def _run(self, org_id: OrgId, run_id: RunId, slot: "_Slot | None" = None, began: object = None) -> None:
         current_run.set(str(run_id))  # this task's log lines name the run
-        async with self._org_slot(org_id), self._gate:
+        async with slot.held() if slot is not None else self._slot(org_id):
             try:
-                await self._execute(org_id, run_id)
+                await self._execute(org_id, run_id, began=began)
             except asyncio.CancelledError:
                 raise
             except StorageUnavailable:
@@ -114,17 +139,31 @@ class InProcessRunExecutor:
             self._retries[run_id] = asyncio.get_running_loop().call_later(self._retry_seconds, again)
 
     @contextlib.asynccontextmanager
-    async def _org_slot(self, org_id: OrgId) -> AsyncIterator[None]:
-        """One of the organization's slots; waits (the run stays queued) while they are all taken."""
+    async def _slot(self, org_id: OrgId) -> AsyncIterator[None]:
+        """One of the organization's slots, then one of the process's; waits (the run stays queued) while they
+        are all taken."""
         limit = await self._org_limit(org_id)
         slots = self._orgs.setdefault(org_id, _OrgSlots())
         await slots.take(limit)
         try:
-            yield
+            async with self._gate:
+                yield
         finally:
-            slots.give_back()
-            if slots.executing == 0 and not slots.waiting:
-                self._orgs.pop(org_id, None)
+            self._give_back(org_id, slots)
+
+    def _give_back(self, org_id: OrgId, slots: _OrgSlots) -> None:
+        slots.give_back()
+        self._forget_idle(org_id, slots)
+
+    def _reserved_given_back(self, org_id: OrgId) -> None:
+        self._gate.release()
+        slots = self._orgs.get(org_id)
+        if slots is not None:
+            self._give_back(org_id, slots)
+
+    def _forget_idle(self, org_id: OrgId, slots: _OrgSlots) -> None:
+        if slots.executing == 0 and not slots.waiting:
+            self._orgs.pop(org_id, None)
 
     async def cancel(self, run_id: RunId) -> bool:
         task = self._tasks.get(run_id)
@@ -156,3 +195,30 @@ class InProcessRunExecutor:
         if pending:
             await asyncio.wait(pending, timeout=10)
         return interrupted
+
+
+class _Slot:
+    """An organization's slot and one of the process's, taken for a run about to be created started."""
+
+    def __init__(self, executor: InProcessRunExecutor, org_id: OrgId) -> None:
+        self._executor, self._org_id = executor, org_id
+        self._used = False
+
+    def start(self, run_id: RunId, began: object) -> None:
+        self._used = True
+        self._executor._start(self._org_id, run_id, self, began)
+
+    def release(self) -> None:
+        if not self._used:
+            self._used = True
+            self._give_back()
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            self._give_back()
+
+    def _give_back(self) -> None:
+        self._executor._reserved_given_back(self._org_id)

@@ -119,6 +119,10 @@ class QueueRunExecutor:
         with contextlib.suppress(AlreadyEnqueued):  # queued already, and not taken yet
             await job.defer_async(org_id=str(org_id), run_id=str(run_id))
 
+    async def reserve(self, org_id: OrgId) -> None:
+        """None: an API process in worker mode executes no run; each is queued for a worker."""
+        return None
+
     async def health(self) -> dict[str, int] | None:
         """Live workers and runs waiting for one; None when the queue cannot be reached."""
         try:

@@ -279,17 +279,39 @@ class RecordingBus:
         return [e.type.value for e in self.published if run_id is None or e.run_id == run_id]
 
 
+class RecordingSlot:
+    def __init__(self, executor: "RecordingExecutor") -> None:
+        self._executor = executor
+
+    def start(self, run_id: RunId, began: object) -> None:
+        self._executor.started[run_id] = began
+
+    def release(self) -> None:
+        self._executor.free_slots += 1
+        self._executor.released += 1
+
+
 class RecordingExecutor:
     """Remembers what it was asked to execute; executes nothing itself (tests call ExecuteRun). A test that
-    executes a run in a task hands it over in `tasks`, so that cancelling the run cancels that task."""
+    executes a run in a task hands it over in `tasks`, so that cancelling the run cancels that task. With
+    `free_slots`, that many runs are started as they are created (what they began with is in `started`)."""
 
     def __init__(self) -> None:
         self.submitted: list[tuple[OrgId, RunId]] = []
         self.cancelled: list[RunId] = []
         self.tasks: dict[RunId, asyncio.Task[Any]] = {}
+        self.free_slots = 0
+        self.released = 0
+        self.started: dict[RunId, object] = {}
 
     async def submit(self, org_id: OrgId, run_id: RunId) -> None:
         self.submitted.append((org_id, run_id))
+
+    async def reserve(self, org_id: OrgId) -> RecordingSlot | None:
+        if not self.free_slots:
+            return None  # the run is submitted queued, for the test to execute
+        self.free_slots -= 1
+        return RecordingSlot(self)
 
     async def cancel(self, run_id: RunId) -> bool:
         self.cancelled.append(run_id)
