@@ -57,3 +57,42 @@ async def test_a_failed_statement_leaves_the_connection_usable(database: Databas
         await connection.rollback()
     await _write(database, "after")
     assert await _notes(database) == ["after"]
+
+
+async def test_a_writer_of_this_process_that_did_not_take_its_turn_waits_without_stopping_the_one_writing(
+    database: Database,
+) -> None:
+    # The first transaction's statements run on the event loop's thread; the second's BEGIN IMMEDIATE waits for
+    # SQLite's lock in SQLite's thread, so the first one goes on and commits (else both would wait 30 s).
+    async with database.engine.connect() as first:
+        await first.begin()
+        await first.execute(text("INSERT INTO notes VALUES ('first')"))
+
+        async def second() -> None:
+            async with database.engine.connect() as connection:
+                await connection.begin()
+                await connection.execute(text("INSERT INTO notes VALUES ('second')"))
+                await connection.commit()
+
+        waiting = asyncio.create_task(second())
+        for _ in range(20):
+            await asyncio.sleep(0)  # let the second writer reach its BEGIN IMMEDIATE
+        assert not waiting.done()
+        await first.execute(text("INSERT INTO notes VALUES ('first, again')"))
+        await first.commit()
+    async with asyncio.timeout(10):
+        await waiting
+    assert await _notes(database) == ["first", "first, again", "second"]
+
+
+async def test_a_writing_transaction_whose_statement_fails_is_rolled_back_whole(database: Database) -> None:
+    async with database.engine.begin() as connection:
+        await connection.execute(text("CREATE UNIQUE INDEX one_body ON notes (body)"))
+    with pytest.raises(Exception, match="UNIQUE"):
+        async with database.writing(), database.engine.begin() as connection:
+            await connection.execute(text("INSERT INTO notes VALUES ('kept only if all goes in')"))
+            await connection.execute(text("INSERT INTO notes VALUES ('twice')"))
+            await connection.execute(text("INSERT INTO notes VALUES ('twice')"))
+    assert await _notes(database) == []
+    await _write(database, "after")
+    assert await _notes(database) == ["after"]

@@ -8,7 +8,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from infrastructure.persistence.sqlite_driver import OneHopDbapi
+from infrastructure.persistence.sqlite_driver import WRITING_BEGIN, OneHopDbapi
 from infrastructure.persistence.vector_cache import VectorCache
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -75,7 +75,9 @@ def _closed(dbapi_connection: Any) -> bool:
 def _sqlite_engine(database_url: str) -> AsyncEngine:
     engine = create_async_engine(
         database_url,
-        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        # Not checked for the thread: a connection is SQLite's thread's, but a writing transaction's statements run
+        # on the event loop's (see sqlite_driver.py), one at a time.
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
         module=OneHopDbapi(),  # one hand-off to SQLite's thread per statement (see sqlite_driver.py)
     )
 
@@ -95,6 +97,6 @@ def _sqlite_engine(database_url: str) -> AsyncEngine:
         # A writing transaction takes the write lock up front, so it never fails later when a
         # read inside it turns into a write; a reading one takes a snapshot and no lock.
         read_only = connection.get_execution_options().get(READ_ONLY, False)
-        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        connection.exec_driver_sql("BEGIN" if read_only else WRITING_BEGIN)
 
     return engine
