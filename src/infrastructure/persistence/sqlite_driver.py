@@ -1,4 +1,4 @@
-"""SQLite through aiosqlite in one hop to its thread per statement.
+"""SQLite through aiosqlite, in at most one hop to its thread per statement, and none for most.
 
 aiosqlite runs SQLite in a thread of its own and hands each call over to it and back (a queue, then a wake-up of
 the event loop). SQLAlchemy's adapter makes four such calls per statement that returns rows (open a cursor,
@@ -7,14 +7,13 @@ statement's cost. This adapter does the four in one call: the statement is execu
 rows fetched and its cursor closed there, and the result comes back whole. SQLAlchemy sees the same cursor
 (description, rows, rowcount, lastrowid). Server-side cursors (streamed results) are left as they were.
 
-Inside a writing transaction the statements skip the hop: they run on the event loop's thread, directly. Such a
-transaction began with BEGIN IMMEDIATE, which took SQLite's write lock (that one statement still goes to SQLite's
-thread, where waiting for a lock held by another process blocks nobody else). Holding the lock, nothing the
-transaction runs waits for another connection (in WAL mode readers never block a writer), and its statements are
-a unit of work's few short ones: a hop cost several times what SQLite takes to run them. COMMIT and ROLLBACK
-still go to SQLite's thread (a commit may checkpoint the log to the database file, which syncs it to disk). The
-writers of this process take turns before they begin (Database.writing), so a writing transaction runs its
-statements without waiting; reading transactions hop as before.
+Most statements skip even that hop: they run on the event loop's thread, directly, since none of them waits for
+another connection and a hop cost several times what SQLite takes to run a unit of work's short statements. In
+WAL mode readers never wait, and never block a writer. A writing transaction begins with BEGIN IMMEDIATE, which
+takes SQLite's write lock and may wait for another process that holds it: that statement goes to SQLite's
+thread, where waiting blocks no one else. Holding the lock, nothing the transaction runs waits. Its COMMIT goes
+to SQLite's thread too: a commit may checkpoint the log into the database file, and sync it to disk. (The
+writers of this process take turns before they begin, see Database.writing.)
 """
 
 import sqlite3
@@ -32,6 +31,9 @@ from sqlalchemy.util.concurrency import await_
 
 WRITING_BEGIN = "BEGIN IMMEDIATE"
 """How a writing transaction begins (see engine.py): it takes SQLite's write lock at once."""
+_MAY_WAIT = (WRITING_BEGIN, "PRAGMA")
+"""Statements that may wait for a lock another process holds: the write lock, or (a connection's set-up, such as
+its journal mode) the database's."""
 Executed = tuple[Any, list[Any], int, int | None]
 """A statement's description, rows, rowcount and lastrowid."""
 
@@ -85,16 +87,14 @@ class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
         connection: aiosqlite.Connection = self._connection  # type: ignore[assignment]
         adapted: OneHopConnection = self._adapt_connection  # type: ignore[assignment]
         executed: Executed
-        beginning = operation.startswith("BEGIN")
-        if adapted.writing and not beginning:
-            executed = _execute(connection._conn, operation, parameters, many)  # holding the write lock: no hop
-        else:
+        if operation.startswith(_MAY_WAIT):  # for another process's lock: in SQLite's thread
             async with adapted._execute_mutex:
                 executed = await connection._execute(  # type: ignore[no-untyped-call]
                     _execute, connection._conn, operation, parameters, many
                 )
-            if beginning:
-                adapted.writing = operation == WRITING_BEGIN
+            adapted.writing = adapted.writing or operation == WRITING_BEGIN
+        else:
+            executed = _execute(connection._conn, operation, parameters, many)  # waits for no one: no hop
         self.description, rows, self.rowcount, self.lastrowid = executed  # type: ignore[misc]
         self._rows = deque(rows)
 
@@ -118,16 +118,29 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
         """Whether a writing transaction is open: it holds SQLite's write lock."""
 
     def commit(self) -> None:
-        self.writing = False
-        super().commit()
+        if self._connection._connection is None:  # closed
+            return
+        if self.writing:  # it may checkpoint the log into the database file, and sync it: in SQLite's thread
+            self.writing = False
+            super().commit()
+            return
+        try:
+            self._connection._conn.commit()
+        except Exception as error:
+            self._handle_exception(error)
 
     def rollback(self) -> None:
         self.writing = False
-        super().rollback()
+        if self._connection._connection is None:  # closed
+            return
+        try:
+            self._connection._conn.rollback()
+        except Exception as error:
+            self._handle_exception(error)
 
 
 class OneHopDbapi(AsyncAdapt_aiosqlite_dbapi):
-    """The aiosqlite DBAPI adapter whose connections run each statement in one hop."""
+    """The aiosqlite DBAPI adapter whose connections run each statement in one hop, or none."""
 
     def __init__(self) -> None:
         super().__init__(aiosqlite, sqlite3)
