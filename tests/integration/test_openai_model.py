@@ -297,6 +297,20 @@ async def test_an_unreachable_provider_is_unavailable_without_showing_the_key() 
     assert API_KEY not in str(raised.value)
 
 
+async def test_a_stream_that_stalls_past_the_timeout_makes_the_model_unavailable(fake: FakeOpenAI) -> None:
+    held = fake.hold(first_text="Started, then nothing")
+    adapter = OpenAiLanguageModel(api_key=API_KEY, base_url=fake.base_url, timeout_seconds=0.3, max_retries=0)
+    deltas = Deltas()
+
+    with pytest.raises(ModelUnavailable) as raised:
+        await adapter.complete(ask(), deltas)
+
+    await adapter.aclose()
+    await held.abandoned.wait()
+    assert "".join(deltas.received).startswith("Started")
+    assert str(raised.value) == "model provider did not answer within 0.3 s after 1 attempt"
+
+
 async def test_cancelling_a_streamed_call_hangs_up_on_the_provider(
     fake: FakeOpenAI, model: OpenAiLanguageModel
 ) -> None:

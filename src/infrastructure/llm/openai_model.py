@@ -1,6 +1,8 @@
 """The language model port on OpenAI's Chat Completions API (or any server that speaks it)."""
 
-from dataclasses import dataclass
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
@@ -75,44 +77,24 @@ class OpenAiLanguageModel:
             raise ModelError(f"model call failed: {self._redact(str(error))}") from None
 
     async def _stream(self, params: dict[str, Any], on_text: TextListener) -> ModelResponse:
-        text: list[str] = []
-        calls: dict[int, _PartialCall] = {}
-        usage = Usage()
-        finish_reason: str | None = None
-        model = ""
-        stream = await self._client.chat.completions.create(
-            **params, stream=True, stream_options={"include_usage": True}
-        )
-        async with stream:
-            async for chunk in stream:
-                model = chunk.model or model
-                if chunk.usage is not None:
-                    usage = _usage_of(chunk.usage)
-                for choice in chunk.choices:
-                    if choice.index != 0:
-                        continue
-                    finish_reason = choice.finish_reason or finish_reason
-                    piece = choice.delta.content or choice.delta.refusal
+        """The SDK sends the request (retries, status errors); the chunks are read here, as the plain JSON they are.
+        (The SDK would build a typed object of each chunk, many per answer: most of a streamed call's cost.)"""
+        answer = _StreamedAnswer()
+        create = self._client.chat.completions.with_streaming_response.create
+        async with create(**params, stream=True, stream_options={"include_usage": True}) as response:
+            request = response.http_request
+            try:
+                async for data in _sse_data(response.http_response.aiter_lines()):
+                    if data.startswith("[DONE]"):
+                        continue  # read to the end, so that the connection is reused
+                    piece = answer.add(_chunk(data, request))
                     if piece:
-                        text.append(piece)
                         await on_text(piece)
-                    for delta in choice.delta.tool_calls or ():
-                        partial = calls.setdefault(delta.index, _PartialCall())
-                        partial.id = partial.id or delta.id or ""
-                        if delta.function is not None:
-                            partial.name += delta.function.name or ""
-                            partial.arguments += delta.function.arguments or ""
-        tool_calls = [
-            _tool_call(partial.id or f"call_{index}", partial.name, partial.arguments)
-            for index, partial in sorted(calls.items())
-        ]
-        return ModelResponse(
-            text="".join(text),
-            tool_calls=tuple(tool_calls),
-            usage=usage,
-            finish_reason=finish_reason,
-            model=model,
-        )
+            except httpx2.TimeoutException as error:
+                raise APITimeoutError(request=request) from error
+            except httpx2.RequestError as error:
+                raise APIConnectionError(request=request) from error
+        return answer.response()
 
     def _status_error(self, error: APIStatusError) -> ModelError:
         status = error.status_code
@@ -134,6 +116,88 @@ class _PartialCall:
     id: str = ""
     name: str = ""
     arguments: str = ""
+
+
+@dataclass
+class _StreamedAnswer:
+    """An answer put together from its stream's chunks (Chat Completions chunk objects, as JSON)."""
+
+    text: list[str] = field(default_factory=list)
+    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+    model: str = ""
+
+    def add(self, chunk: dict[str, Any]) -> str:
+        """Takes in a chunk; returns its text, if any."""
+        self.model = chunk.get("model") or self.model
+        if usage := chunk.get("usage"):
+            details = usage.get("prompt_tokens_details") or {}
+            self.usage = Usage(
+                input_tokens=usage.get("prompt_tokens") or 0,
+                output_tokens=usage.get("completion_tokens") or 0,
+                cached_tokens=details.get("cached_tokens") or 0,
+            )
+        pieces = []
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+            delta = choice.get("delta") or {}
+            piece = delta.get("content") or delta.get("refusal")
+            if piece:
+                self.text.append(piece)
+                pieces.append(piece)
+            for call in delta.get("tool_calls") or ():
+                partial = self.calls.setdefault(call.get("index", 0), _PartialCall())
+                partial.id = partial.id or call.get("id") or ""
+                function = call.get("function") or {}
+                partial.name += function.get("name") or ""
+                partial.arguments += function.get("arguments") or ""
+        return "".join(pieces)
+
+    def response(self) -> ModelResponse:
+        tool_calls = [
+            _tool_call(partial.id or f"call_{index}", partial.name, partial.arguments)
+            for index, partial in sorted(self.calls.items())
+        ]
+        return ModelResponse(
+            text="".join(self.text),
+            tool_calls=tuple(tool_calls),
+            usage=self.usage,
+            finish_reason=self.finish_reason,
+            model=self.model,
+        )
+
+
+async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The data of each server-sent event (its `data:` lines joined); other fields and comments are skipped."""
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+        elif line.startswith("data:"):
+            data.append(line[6:] if line.startswith("data: ") else line[5:])
+    if data:
+        yield "\n".join(data)
+
+
+def _chunk(data: str, request: httpx2.Request) -> dict[str, Any]:
+    """A chunk; an error event is raised as the SDK raises it."""
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        raise APIError(message="the provider streamed a chunk that is not JSON", request=request, body=data) from None
+    if not isinstance(chunk, dict):
+        raise APIError(message="the provider streamed a chunk that is not an object", request=request, body=chunk)
+    if error := chunk.get("error"):
+        message = error.get("message") if isinstance(error, dict) else None
+        if not message or not isinstance(message, str):
+            message = "An error occurred during streaming"
+        raise APIError(message=message, request=request, body=error)
+    return chunk
 
 
 def _request_params(request: ModelRequest) -> dict[str, Any]:
