@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from infrastructure.persistence.engine import READ_ONLY, Database
+from infrastructure.persistence.sqlite_driver import CHECKPOINT_EVERY
 
 
 @pytest.fixture
@@ -96,3 +97,20 @@ async def test_a_writing_transaction_whose_statement_fails_is_rolled_back_whole(
     assert await _notes(database) == []
     await _write(database, "after")
     assert await _notes(database) == ["after"]
+
+
+async def test_the_log_of_many_writes_is_checkpointed_into_the_database_file(
+    database: Database, tmp_path: Path
+) -> None:
+    # Commits only append to the log; every CHECKPOINT_EVERY of them it is copied into the database file and
+    # starts over, so it holds at most about that many commits' pages instead of growing with every write.
+    writes = 5 * CHECKPOINT_EVERY
+    for n in range(writes):
+        await _write(database, f"note {n}")
+    other = sqlite3.connect(tmp_path / "locks.db")  # as another process would
+    try:
+        _busy, pages_in_log, _copied = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert pages_in_log < 2.5 * CHECKPOINT_EVERY < writes
+        assert other.execute("SELECT count(*) FROM notes").fetchone() == (writes,)  # every write is there
+    finally:
+        other.close()

@@ -8,10 +8,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from infrastructure.persistence.sqlite_driver import WRITING_BEGIN, OneHopDbapi
+from infrastructure.persistence.sqlite_driver import BUSY_TIMEOUT_MS, WRITING_BEGIN, OneHopDbapi
 from infrastructure.persistence.vector_cache import VectorCache
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
 READ_ONLY = "threadline_read_only"
 
 
@@ -77,7 +76,7 @@ def _sqlite_engine(database_url: str) -> AsyncEngine:
         database_url,
         # Not checked for the thread: a connection is SQLite's thread's, but a writing transaction's statements run
         # on the event loop's (see sqlite_driver.py), one at a time.
-        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
+        connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
         module=OneHopDbapi(),  # one hand-off to SQLite's thread per statement (see sqlite_driver.py)
     )
 
@@ -89,7 +88,8 @@ def _sqlite_engine(database_url: str) -> AsyncEngine:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints are the driver's (see sqlite_driver.py)
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.close()
 
     @event.listens_for(engine.sync_engine, "begin")

@@ -7,18 +7,23 @@ statement's cost. This adapter does the four in one call: the statement is execu
 rows fetched and its cursor closed there, and the result comes back whole. SQLAlchemy sees the same cursor
 (description, rows, rowcount, lastrowid). Server-side cursors (streamed results) are left as they were.
 
-Most statements skip even that hop: they run on the event loop's thread, directly, since none of them waits for
-another connection and a hop cost several times what SQLite takes to run a unit of work's short statements. In
-WAL mode readers never wait, and never block a writer. A writing transaction begins with BEGIN IMMEDIATE, which
-takes SQLite's write lock and may wait for another process that holds it: that statement goes to SQLite's
-thread, where waiting blocks no one else. Holding the lock, nothing the transaction runs waits. Its COMMIT goes
-to SQLite's thread too: a commit may checkpoint the log into the database file, and sync it to disk. (The
-writers of this process take turns before they begin, see Database.writing.)
+Statements skip even that hop: they run on the event loop's thread, directly, as long as they cannot wait for
+another connection, since a hop cost several times what SQLite takes to run a unit of work's short statements.
+In WAL mode readers never wait, and never block a writer. A writing transaction begins with BEGIN IMMEDIATE,
+which takes SQLite's write lock: it is tried here without waiting (busy timeout 0), and only when another
+process holds the lock does it go to SQLite's thread, to wait there without holding anyone else up. Holding the
+lock, nothing the transaction runs waits, its COMMIT included: with synchronous=NORMAL a commit appends to the
+log without syncing it. What syncs (a checkpoint: the log copied into the database file) is left out of the
+commits (wal_autocheckpoint=0) and done every CHECKPOINT_EVERY writing commits of the process, in SQLite's
+thread. A connection's set-up (its PRAGMAs: the journal mode may wait for a lock) goes there too. (The writers
+of this process take turns before they begin, see Database.writing.)
 """
 
+import logging
 import sqlite3
 from collections import deque
 from collections.abc import Sequence
+from itertools import count
 from typing import Any
 
 import aiosqlite
@@ -31,9 +36,14 @@ from sqlalchemy.util.concurrency import await_
 
 WRITING_BEGIN = "BEGIN IMMEDIATE"
 """How a writing transaction begins (see engine.py): it takes SQLite's write lock at once."""
-_MAY_WAIT = (WRITING_BEGIN, "PRAGMA")
-"""Statements that may wait for a lock another process holds: the write lock, or (a connection's set-up, such as
-its journal mode) the database's."""
+BUSY_TIMEOUT_MS = 30_000
+"""How long a statement waits for a lock another process holds."""
+CHECKPOINT_EVERY = 200
+"""Writing commits of the process between two checkpoints of the log into the database file."""
+_CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
+
+logger = logging.getLogger(__name__)
+_writing_commits = count(1)
 Executed = tuple[Any, list[Any], int, int | None]
 """A statement's description, rows, rowcount and lastrowid."""
 
@@ -53,6 +63,29 @@ def _execute(connection: sqlite3.Connection, operation: str, parameters: Any, ma
         return description, rows, cursor.rowcount, cursor.lastrowid
     finally:
         cursor.close()
+
+
+def _begun_at_once(connection: sqlite3.Connection) -> Executed | None:
+    """BEGIN IMMEDIATE if SQLite's write lock is free now; None when another process holds it."""
+    connection.execute("PRAGMA busy_timeout=0")
+    try:
+        return _execute(connection, WRITING_BEGIN, None, False)
+    except sqlite3.OperationalError as error:
+        if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:  # and its extended codes
+            raise
+        return None
+    finally:
+        connection.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+
+async def _hop(adapted: "OneHopConnection", operation: Any, parameters: Any, many: bool) -> Executed:
+    """The statement run in SQLite's thread, where it may wait for a lock without holding up the event loop."""
+    connection: aiosqlite.Connection = adapted._connection  # type: ignore[assignment]
+    async with adapted._execute_mutex:
+        executed: Executed = await connection._execute(  # type: ignore[no-untyped-call]
+            _execute, connection._conn, operation, parameters, many
+        )
+    return executed
 
 
 class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
@@ -87,12 +120,11 @@ class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
         connection: aiosqlite.Connection = self._connection  # type: ignore[assignment]
         adapted: OneHopConnection = self._adapt_connection  # type: ignore[assignment]
         executed: Executed
-        if operation.startswith(_MAY_WAIT):  # for another process's lock: in SQLite's thread
-            async with adapted._execute_mutex:
-                executed = await connection._execute(  # type: ignore[no-untyped-call]
-                    _execute, connection._conn, operation, parameters, many
-                )
-            adapted.writing = adapted.writing or operation == WRITING_BEGIN
+        if operation == WRITING_BEGIN:
+            executed = _begun_at_once(connection._conn) or await _hop(adapted, operation, parameters, many)
+            adapted.writing = True
+        elif operation.startswith("PRAGMA"):
+            executed = await _hop(adapted, operation, parameters, many)
         else:
             executed = _execute(connection._conn, operation, parameters, many)  # waits for no one: no hop
         self.description, rows, self.rowcount, self.lastrowid = executed  # type: ignore[misc]
@@ -120,14 +152,20 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
     def commit(self) -> None:
         if self._connection._connection is None:  # closed
             return
-        if self.writing:  # it may checkpoint the log into the database file, and sync it: in SQLite's thread
-            self.writing = False
-            super().commit()
-            return
+        writing, self.writing = self.writing, False
         try:
             self._connection._conn.commit()
         except Exception as error:
             self._handle_exception(error)
+        if writing and next(_writing_commits) % CHECKPOINT_EVERY == 0:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """The log copied into the database file as far as readers allow, in SQLite's thread (it syncs to disk)."""
+        try:
+            await_(_hop(self, _CHECKPOINT, None, False))
+        except Exception as error:  # committed all the same; the next checkpoint takes this one's pages too
+            logger.warning("the SQLite log could not be checkpointed: %s", error)
 
     def rollback(self) -> None:
         self.writing = False
