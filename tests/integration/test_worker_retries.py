@@ -13,6 +13,7 @@ from procrastinate.jobs import Job
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from application.errors import StorageUnavailable
+from application.ports.execution import INTERRUPTED
 from domain.ids import OrgId, RunId
 from domain.runs import RunStatus
 from infrastructure.container import Container
@@ -102,3 +103,30 @@ async def test_a_run_that_cannot_be_stored_mid_way_pauses_and_its_job_is_tried_a
         with pytest.raises(job_queue.NotStarted):
             await runs.execute(context, OrgId(uuid.uuid4()), RunId(uuid.uuid4()))
     assert asked == [True, True, False]
+
+
+async def test_a_run_started_as_the_executor_shuts_down_is_waited_for_then_interrupted() -> None:
+    # Its slot was taken before the shutdown began, and its run created meanwhile: the shutdown waits for it as
+    # for the others, and interrupts it past the grace period (else it would go on, or end as if cancelled).
+    seen: list[object] = []
+
+    async def execute(org_id: OrgId, run_id: RunId, *, began: object = None) -> None:
+        seen.append(began)
+        try:
+            await asyncio.Event().wait()  # a run longer than the grace period
+        except asyncio.CancelledError as cancelled:
+            seen.append(cancelled.args)
+            raise
+
+    executor = InProcessRunExecutor(execute)
+    slot = await executor.reserve(OrgId(uuid.uuid4()))
+    assert slot is not None
+    stopping = asyncio.create_task(executor.shutdown(grace_seconds=0.2))
+    for _ in range(5):
+        await asyncio.sleep(0)  # the shutdown began
+    assert not stopping.done() and await executor.reserve(OrgId(uuid.uuid4())) is None
+    run_id = RunId(uuid.uuid4())
+    slot.start(run_id, "began")
+    async with asyncio.timeout(10):
+        assert await stopping == [run_id]
+    assert seen == ["began", (INTERRUPTED,)]

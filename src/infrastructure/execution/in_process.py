@@ -85,6 +85,9 @@ class InProcessRunExecutor:
         self._retries: dict[RunId, asyncio.TimerHandle] = {}
         self._retry_seconds = retry_seconds
         self._closing = False
+        self._reserved = 0
+        self._none_reserved = asyncio.Event()
+        self._none_reserved.set()
 
     async def submit(self, org_id: OrgId, run_id: RunId) -> None:
         # No await before the task exists: a follower that subscribes right after submit sees every event.
@@ -104,7 +107,15 @@ class InProcessRunExecutor:
             self._forget_idle(org_id, slots)
             return None
         await self._gate.acquire()  # free (checked above, nothing awaited since): returns at once
+        self._reserved += 1
+        self._none_reserved.clear()
         return _Slot(self, org_id)
+
+    def _settled(self) -> None:
+        """A reserved slot was used or given back."""
+        self._reserved -= 1
+        if not self._reserved:
+            self._none_reserved.set()
 
     def _start(self, org_id: OrgId, run_id: RunId, slot: "_Slot | None" = None, began: object = None) -> None:
         task = asyncio.create_task(self._run(org_id, run_id, slot, began), name=f"run-{run_id}")
@@ -185,10 +196,16 @@ class InProcessRunExecutor:
         for retry in self._retries.values():
             retry.cancel()  # left queued, as stored, for the next start's recovery
         self._retries.clear()
+        deadline = asyncio.get_running_loop().time() + grace_seconds
+        with contextlib.suppress(TimeoutError):  # runs being created with a slot taken: they start, or not, first
+            async with asyncio.timeout_at(deadline):
+                await self._none_reserved.wait()
         tasks = dict(self._tasks)
         if not tasks:
             return []
-        _done, pending = await asyncio.wait(tasks.values(), timeout=grace_seconds)
+        _done, pending = await asyncio.wait(
+            tasks.values(), timeout=max(0.0, deadline - asyncio.get_running_loop().time())
+        )
         interrupted = [run_id for run_id, task in tasks.items() if task in pending]
         for task in pending:
             task.cancel(INTERRUPTED)
@@ -206,12 +223,14 @@ class _Slot:
 
     def start(self, run_id: RunId, began: object) -> None:
         self._used = True
-        self._executor._start(self._org_id, run_id, self, began)
+        self._executor._start(self._org_id, run_id, self, began)  # also while it shuts down: it waits for these
+        self._executor._settled()
 
     def release(self) -> None:
         if not self._used:
             self._used = True
             self._give_back()
+            self._executor._settled()
 
     @contextlib.asynccontextmanager
     async def held(self) -> AsyncIterator[None]:
