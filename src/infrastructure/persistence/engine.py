@@ -1,5 +1,6 @@
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -8,10 +9,17 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from infrastructure.persistence.sqlite_driver import BUSY_TIMEOUT_MS, WRITING_BEGIN, OneHopDbapi
+from infrastructure.persistence.sqlite_driver import (
+    BUSY_TIMEOUT_MS,
+    CHECKPOINT_EVERY,
+    WRITING_BEGIN,
+    OneHopDbapi,
+    checkpoint,
+)
 from infrastructure.persistence.vector_cache import VectorCache
 
 READ_ONLY = "threadline_read_only"
+logger = logging.getLogger(__name__)
 
 
 class Database:
@@ -19,7 +27,10 @@ class Database:
 
     SQLite allows one writer at a time. Writers of this process queue on an asyncio lock rather
     than in SQLite's busy handler, whose sleeps would make latency spiky; readers never wait
-    (WAL mode). PostgreSQL needs neither.
+    (WAL mode). A writer's turn lasts from before its BEGIN to its COMMIT or ROLLBACK, nothing more:
+    every writer of the process waits for it. So the log is checkpointed into the database file
+    (every CHECKPOINT_EVERY writing transactions, in SQLite's thread: it syncs to disk) once a turn
+    has ended, not within it. PostgreSQL needs none of this.
     """
 
     def __init__(self, database_url: str, *, pool_size: int = 10) -> None:
@@ -27,6 +38,7 @@ class Database:
         self.is_sqlite = make_url(database_url).get_backend_name() == "sqlite"
         self.engine = _sqlite_engine(database_url) if self.is_sqlite else _server_engine(database_url, pool_size)
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
+        self._writes = 0
         self.vector_cache = VectorCache()
         """Passage vectors between searches (see vector_cache.py)"""
 
@@ -37,6 +49,17 @@ class Database:
             return
         async with self._write_lock:
             yield
+        self._writes += 1
+        if self._writes % CHECKPOINT_EVERY == 0:
+            await self._checkpoint()
+
+    async def _checkpoint(self) -> None:
+        """The log copied into the database file as far as readers allow; other writers go on meanwhile."""
+        try:
+            async with self.engine.connect() as connection:
+                await connection.run_sync(lambda synced: checkpoint(synced.connection.dbapi_connection))
+        except Exception as error:  # committed all the same; the next checkpoint takes this one's pages too
+            logger.warning("the SQLite log could not be checkpointed: %s", error)
 
     async def dispose(self) -> None:
         await self.engine.dispose()

@@ -14,16 +14,14 @@ which takes SQLite's write lock: it is tried here without waiting (busy timeout 
 process holds the lock does it go to SQLite's thread, to wait there without holding anyone else up. Holding the
 lock, nothing the transaction runs waits, its COMMIT included: with synchronous=NORMAL a commit appends to the
 log without syncing it. What syncs (a checkpoint: the log copied into the database file) is left out of the
-commits (wal_autocheckpoint=0) and done every CHECKPOINT_EVERY writing commits of the process, in SQLite's
-thread. A connection's set-up (its PRAGMAs: the journal mode may wait for a lock) goes there too. (The writers
-of this process take turns before they begin, see Database.writing.)
+commits (wal_autocheckpoint=0) and done in SQLite's thread, every CHECKPOINT_EVERY writing transactions of the
+process, after their turn (the writers of this process take turns before they begin, see Database.writing).
+A connection's set-up (its PRAGMAs: the journal mode may wait for a lock) goes to SQLite's thread too.
 """
 
-import logging
 import sqlite3
 from collections import deque
 from collections.abc import Sequence
-from itertools import count
 from typing import Any
 
 import aiosqlite
@@ -39,11 +37,9 @@ WRITING_BEGIN = "BEGIN IMMEDIATE"
 BUSY_TIMEOUT_MS = 30_000
 """How long a statement waits for a lock another process holds."""
 CHECKPOINT_EVERY = 200
-"""Writing commits of the process between two checkpoints of the log into the database file."""
+"""Writing transactions of the process between two checkpoints of the log into the database file."""
 _CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
 
-logger = logging.getLogger(__name__)
-_writing_commits = count(1)
 Executed = tuple[Any, list[Any], int, int | None]
 """A statement's description, rows, rowcount and lastrowid."""
 
@@ -88,6 +84,12 @@ async def _hop(adapted: "OneHopConnection", operation: Any, parameters: Any, man
     return executed
 
 
+def checkpoint(dbapi_connection: Any) -> None:
+    """The log copied into the database file as far as readers allow, in SQLite's thread (it syncs to disk); called
+    in SQLAlchemy's greenlet (AsyncConnection.run_sync), on a connection with no transaction open."""
+    await_(_hop(dbapi_connection, _CHECKPOINT, None, False))
+
+
 class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
     __slots__ = ("arraysize", "description", "lastrowid", "rowcount")
 
@@ -122,7 +124,6 @@ class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
         executed: Executed
         if operation == WRITING_BEGIN:
             executed = _begun_at_once(connection._conn) or await _hop(adapted, operation, parameters, many)
-            adapted.writing = True
         elif operation.startswith("PRAGMA"):
             executed = await _hop(adapted, operation, parameters, many)
         else:
@@ -141,34 +142,17 @@ class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
 
 
 class OneHopConnection(AsyncAdapt_aiosqlite_connection):
-    __slots__ = ("writing",)
     _cursor_cls = OneHopCursor  # type: ignore[assignment]
-
-    def __init__(self, dbapi: Any, connection: aiosqlite.Connection) -> None:
-        super().__init__(dbapi, connection)
-        self.writing = False
-        """Whether a writing transaction is open: it holds SQLite's write lock."""
 
     def commit(self) -> None:
         if self._connection._connection is None:  # closed
             return
-        writing, self.writing = self.writing, False
         try:
             self._connection._conn.commit()
         except Exception as error:
             self._handle_exception(error)
-        if writing and next(_writing_commits) % CHECKPOINT_EVERY == 0:
-            self._checkpoint()
-
-    def _checkpoint(self) -> None:
-        """The log copied into the database file as far as readers allow, in SQLite's thread (it syncs to disk)."""
-        try:
-            await_(_hop(self, _CHECKPOINT, None, False))
-        except Exception as error:  # committed all the same; the next checkpoint takes this one's pages too
-            logger.warning("the SQLite log could not be checkpointed: %s", error)
 
     def rollback(self) -> None:
-        self.writing = False
         if self._connection._connection is None:  # closed
             return
         try:

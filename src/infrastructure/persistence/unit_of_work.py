@@ -31,9 +31,14 @@ class Transaction:
     """One open transaction and the repositories that work in it."""
 
     def __init__(
-        self, connection: AsyncConnection, stack: contextlib.AsyncExitStack, read_only: bool, vectors: VectorCache
+        self,
+        connection: AsyncConnection,
+        stack: contextlib.AsyncExitStack,
+        turn: contextlib.AsyncExitStack,
+        read_only: bool,
+        vectors: VectorCache,
     ) -> None:
-        self._connection, self._stack, self._read_only = connection, stack, read_only
+        self._connection, self._stack, self._turn, self._read_only = connection, stack, turn, read_only
         self.organizations = SqlOrganizationRepository(connection)
         self.api_keys = SqlApiKeyRepository(connection)
         self.agents = SqlAgentRepository(connection)
@@ -55,13 +60,17 @@ class Transaction:
         if self._read_only:
             raise RuntimeError("a read-only unit of work cannot commit")
         await self._connection.commit()
+        await self._turn.aclose()  # the next writer may begin: this one has ended
 
     async def close(self) -> None:
         try:
             if self._connection.in_transaction():
                 await self._connection.rollback()
         finally:
-            await self._stack.aclose()  # closes the connection, then lets the next writer in
+            try:
+                await self._turn.aclose()  # ended: the next writer may begin (if the commit did not let it)
+            finally:
+                await self._stack.aclose()  # closes the connection
 
 
 def _raise_translated(error: BaseException) -> NoReturn:
@@ -96,14 +105,18 @@ class SqlAlchemyUnitOfWork:
         return transaction  # type: ignore[return-value]  # it offers everything the port promises
 
     async def _begin(self) -> Transaction:
-        async with contextlib.AsyncExitStack() as stack:
+        """A writer takes its turn first (SQLite's writers take turns, see Database.writing), then a connection:
+        waiting writers hold none."""
+        async with contextlib.AsyncExitStack() as turn, contextlib.AsyncExitStack() as stack:
             if not self._read_only:
-                await stack.enter_async_context(self._database.writing())
+                await turn.enter_async_context(self._database.writing())
             connection = await stack.enter_async_context(self._database.engine.connect())
             if self._read_only:
                 await connection.execution_options(**{READ_ONLY: True})
             await connection.begin()
-            return Transaction(connection, stack.pop_all(), self._read_only, self._database.vector_cache)
+            return Transaction(
+                connection, stack.pop_all(), turn.pop_all(), self._read_only, self._database.vector_cache
+            )
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
