@@ -23,7 +23,8 @@ the bare loop's burst runs in a process of its own, for its peak memory.
 The whole measurement is done `--rounds` times; the closing table has the medians, how far the rounds spread,
 and each figure's ratio to the bare loop of the same round (the machine may be busy: compare ratios).
 THREADLINE_BENCH_PROFILE=<file> samples the first API process with py-spy while the run shape is measured
-(THREADLINE_BENCH_PROFILE_PROCESS=worker-0: that process).
+(THREADLINE_BENCH_PROFILE_PROCESS=worker-0: that process); THREADLINE_BENCH_PROFILE_BURST=<file> samples it
+during the burst.
 
 `--executors` lists the deployments measured, each on a fresh database: `in_process` (one `threadline serve`
 that executes its runs) and `AxW`, worker mode (PostgreSQL): A `threadline serve` replicas that queue runs
@@ -46,7 +47,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import ExitStack, asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,8 +126,12 @@ async def threadline(backend: str, executor: Executor, env: dict[str, str]) -> A
         await asyncio.to_thread(stack.close)
 
 
-async def setup(running: Deployment, mcp_url: str, threads: int) -> tuple[list[httpx.AsyncClient], list[str]]:
-    """A client per API replica, and `threads` threads of an agent that uses the MCP server."""
+async def setup(
+    running: Deployment, mcp_url: str, threads: int, at_once: int = 1
+) -> tuple[list[httpx.AsyncClient], list[str]]:
+    """Clients of the API replicas, one per replica for every CLIENT_RUNS of the `at_once` runs (a run i uses
+    clients[i % len(clients)]: round-robin over the replicas), and `threads` threads of an agent that uses the MCP
+    server."""
     clients = [
         httpx.AsyncClient(
             base_url=api.base_url,
@@ -136,6 +141,7 @@ async def setup(running: Deployment, mcp_url: str, threads: int) -> tuple[list[h
             # and a request sent on it as it closes would fail with a ReadError.
             limits=httpx.Limits(max_connections=2_000, max_keepalive_connections=2_000, keepalive_expiry=2),
         )
+        for _ in range(client_count(at_once))
         for api in running.apis
     ]
     client = clients[0]
@@ -161,6 +167,16 @@ async def setup(running: Deployment, mcp_url: str, threads: int) -> tuple[list[h
     for start in range(0, threads, 50):
         ids += await asyncio.gather(*(new_thread() for _ in range(min(50, threads - start))))
     return clients, ids
+
+
+CLIENT_RUNS = 50
+"""Runs at once per HTTP client of the benchmark. A client's connection pool looks at each of its connections
+whenever a request starts or ends: one client for 1,000 runs at once spent more CPU than the server it measured,
+on the same two cores."""
+
+
+def client_count(at_once: int) -> int:
+    return -(-at_once // CLIENT_RUNS)
 
 
 RUN_TIMEOUT_SECONDS = 120.0
@@ -335,6 +351,8 @@ PROFILE = os.environ.get("THREADLINE_BENCH_PROFILE")
 """A file: py-spy (installed apart, e.g. `.venv/bin/pip install py-spy`) samples one process (the first API
 process, or the one THREADLINE_BENCH_PROFILE_PROCESS names, e.g. worker-0) while the run shape is measured, and
 writes its stacks there (collapsed, one line per stack: `frame;frame;... count`)."""
+PROFILE_BURST = os.environ.get("THREADLINE_BENCH_PROFILE_BURST")
+"""A file: the same, while the burst runs."""
 
 
 def profiled_process(processes: list[RunningProcess]) -> int | None:
@@ -344,12 +362,12 @@ def profiled_process(processes: list[RunningProcess]) -> int | None:
 
 
 @contextmanager
-def profiled(pid: int | None) -> Iterator[None]:
-    if not PROFILE or pid is None:
+def profiled(pid: int | None, output: str | None = PROFILE) -> Iterator[None]:
+    if not output or pid is None:
         yield
         return
     spy = Path(sys.executable).with_name("py-spy")
-    command = [str(spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "250", "--output", PROFILE]
+    command = [str(spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "250", "--output", output]
     sampler = subprocess.Popen([*command, "--nonblocking", "--threads"], stdout=subprocess.DEVNULL)
     try:
         yield
@@ -437,10 +455,17 @@ async def bare_burst_here(model_url: str, mcp_url: str, count: int) -> dict[str,
             return False
 
     async with bare_loop(model_url, mcp_url) as run_once:
-        began = time.perf_counter()
+        began, own, machine = time.perf_counter(), time.process_time(), machine_cpu_seconds()["machine"]
         results = await asyncio.gather(*(guarded(run_once, i) for i in range(count)))
         wall = time.perf_counter() - began
-    return {"wall": wall, "errors": sum(not ok for ok in results), "memory": peak_memory_mb(os.getpid())}
+        own, machine = time.process_time() - own, machine_cpu_seconds()["machine"] - machine
+    return {
+        "wall": wall,
+        "errors": sum(not ok for ok in results),
+        "memory": peak_memory_mb(os.getpid()),
+        "cpu": own,
+        "machine": machine,
+    }
 
 
 async def bare_burst(model_url: str, mcp_url: str, count: int) -> tuple[float, int, float]:
@@ -449,6 +474,7 @@ async def bare_burst(model_url: str, mcp_url: str, count: int) -> tuple[float, i
     process = await asyncio.create_subprocess_exec(*command, "--mcp-url", mcp_url, stdout=subprocess.PIPE)
     out, _ = await process.communicate()
     result = json.loads(out.decode().strip().splitlines()[-1])
+    print(f"bare loop burst: CPU seconds bare loop {result['cpu']:.1f}, machine {result['machine']:.1f}", flush=True)
     return result["wall"], int(result["errors"]), result["memory"]
 
 
@@ -457,10 +483,12 @@ async def burst(
 ) -> tuple[float, int, dict[str, float]]:
     """Wall time, errors and each process's peak memory (MB) of `count` runs started at once."""
     problems: list[str] = []
+    cpu: dict[str, float] = {}
     if executor.name == "agno":
-        async with agentos.agno_os(backend, model_url, mcp_url) as running_agno, agentos.client(running_agno) as http:
+        async with agentos.agno_os(backend, model_url, mcp_url) as running_agno, AsyncExitStack() as stack:
+            https = [await stack.enter_async_context(agentos.client(running_agno)) for _ in range(client_count(count))]
             wall, outcomes, errors = await at_once(
-                [agentos.one_agno_run(http, RUN_TIMEOUT_SECONDS) for _ in range(count)]
+                [agentos.one_agno_run(https[i % len(https)], RUN_TIMEOUT_SECONDS) for i in range(count)]
             )
             memory = running_agno.peak_memory_mb()
     else:
@@ -471,11 +499,17 @@ async def burst(
             "THREADLINE_SECRET_KEY": "bench",
         }
         async with threadline(backend, executor, env) as running:
-            clients, threads = await setup(running, mcp_url, count)
+            clients, threads = await setup(running, mcp_url, count, at_once=count)
             try:
-                wall, outcomes, errors = await at_once(
-                    [one_run(clients[i % len(clients)], t) for i, t in enumerate(threads)]
-                )
+                cpu_before, machine_before = running.cpu_seconds(), machine_cpu_seconds()
+                own_before = time.process_time()
+                with profiled(profiled_process(running.processes), PROFILE_BURST):
+                    wall, outcomes, errors = await at_once(
+                        [one_run(clients[i % len(clients)], t) for i, t in enumerate(threads)]
+                    )
+                cpu = {name: spent - cpu_before[name] for name, spent in running.cpu_seconds().items()}
+                cpu["clients"] = time.process_time() - own_before
+                cpu |= {name: spent - machine_before[name] for name, spent in machine_cpu_seconds().items()}
             finally:
                 for client in clients:
                     await client.aclose()
@@ -485,7 +519,8 @@ async def burst(
         f"{backend} {executor.name}: {count} concurrent runs, model latency {latency_ms:.0f} ms/call: "
         f"wall {wall:.2f} s (ideal {ideal:.1f} s, {wall / ideal:.2f}x), errors {errors}, peak memory "
         + ", ".join(f"{name} {mb:.0f} MB" for name, mb in memory.items())
-        + f"; outcomes {dict(outcomes)}",
+        + f"; outcomes {dict(outcomes)}"
+        + (f"; CPU seconds {', '.join(f'{name} {seconds:.1f}' for name, seconds in cpu.items())}" if cpu else ""),
         flush=True,
     )
     if errors:
