@@ -97,12 +97,21 @@ async def begin_new(
     await uow.run_events.add(created, run.org_id)
     events = RunEventStream(run.org_id, run.id, created.seq, bus, clock)
     started = await events.record(uow, RunInProgress.of(run))
-    if history is None:
-        history = await uow.messages.list(run.org_id, run.thread_id, limit=HISTORY_LIMIT, after_position=None)
+    history, summary = await _context(uow, run, agent, history)
+    return Began(run=run, agent=agent, history=history, events=events, summary=summary), started
+
+
+async def _context(
+    uow: UnitOfWork, run: Run, agent: Agent, known: Sequence[Message] | None = None
+) -> tuple[list[Message], HistorySummary | None]:
+    """What the run's loop builds its requests on: its thread's messages (read, unless `known`), and the thread's
+    summary when the agent summarizes."""
+    if known is None:
+        known = await uow.messages.list(run.org_id, run.thread_id, limit=HISTORY_LIMIT, after_position=None)
     summary = None
     if agent.model_settings.summarize_history:
         summary = await uow.thread_summaries.get(run.org_id, run.thread_id)
-    return Began(run=run, agent=agent, history=list(history), events=events, summary=summary), started
+    return list(known), summary
 
 
 class RunRecorder:
@@ -135,12 +144,10 @@ class RunRecorder:
             )
             agent = await uow.agents.get(org_id, run.agent_id)
             payload = self._starting(run, agent)
-            history: Sequence[Message] = ()
+            history: list[Message] = []
             summary = None
             if agent is not None and run.status is RunStatus.IN_PROGRESS:
-                history = await uow.messages.list(org_id, run.thread_id, limit=HISTORY_LIMIT, after_position=None)
-                if agent.model_settings.summarize_history:
-                    summary = await uow.thread_summaries.get(org_id, run.thread_id)
+                history, summary = await _context(uow, run, agent)
             carrying_on = bool(run.answered_questions)
             if payload is None and (run.answers_may_have_been_used if carrying_on else _calls_in_flight(history)):
                 # Whoever executed it stopped during its tool calls: they may have had effects, so not again.
@@ -154,7 +161,7 @@ class RunRecorder:
         await events.publish(*recorded)
         if agent is None or run.status is not RunStatus.IN_PROGRESS:
             return run
-        return Began(run=run, agent=agent, history=list(history), events=events, summary=summary)
+        return Began(run=run, agent=agent, history=history, events=events, summary=summary)
 
     def _starting(self, run: Run, agent: Agent | None) -> RunEventPayload | None:
         now = self._clock.now()
