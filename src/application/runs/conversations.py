@@ -88,7 +88,7 @@ class Converse:
         executor: RunExecutor,
         rate_limit: RunRateLimit | None = None,
     ) -> None:
-        self._uow, self._clock, self._ids, self._bus = uow, clock, ids, bus
+        self._uow, self._clock, self._ids = uow, clock, ids
         self._starter = RunStarter(uow, bus, executor, rate_limit)
 
     async def execute(self, command: ConverseCommand) -> Conversing:
@@ -98,11 +98,14 @@ class Converse:
             raise InvalidValue(f"a request may hold at most {TURNS_MAX} messages")
         digest = _digest(command) if command.idempotency_key is not None else None
         run, created = await self._starter.start(
-            command.caller.org_id, command.idempotency_key, digest, lambda start: self._queue(command, digest, start)
+            command.caller.org_id,
+            command.idempotency_key,
+            digest,
+            lambda start_on: self._queue(command, digest, start_on),
         )
         return Conversing(run=run, created=created)
 
-    async def _queue(self, command: ConverseCommand, digest: str | None, start: bool) -> Queued:
+    async def _queue(self, command: ConverseCommand, digest: str | None, start_on: RunEventBus | None) -> Queued:
         org_id = command.caller.org_id
         async with self._uow as uow:
             agent = await uow.agents.get_by_slug(org_id, command.agent_slug)
@@ -128,7 +131,7 @@ class Converse:
                 idempotency_key=command.idempotency_key,
                 request_digest=digest,
                 instructions=command.instructions or None,
-                start_on=self._bus if start else None,
+                start_on=start_on,
                 appended=appended,
             )
             await uow.commit()

@@ -56,7 +56,7 @@ class CreateRun:
         executor: RunExecutor,
         rate_limit: RunRateLimit | None = None,
     ) -> None:
-        self._uow, self._clock, self._ids, self._bus = uow, clock, ids, bus
+        self._uow, self._clock, self._ids = uow, clock, ids
         self._starter = RunStarter(uow, bus, executor, rate_limit)
 
     async def execute(self, command: CreateRunCommand) -> CreatedRun:
@@ -67,12 +67,12 @@ class CreateRun:
             command.caller.org_id,
             command.idempotency_key,
             digest,
-            lambda start: self._queue(command, digest, start),
+            lambda start_on: self._queue(command, digest, start_on),
             thread_id=command.thread_id,
         )
         return CreatedRun(run=run, created=created)
 
-    async def _queue(self, command: CreateRunCommand, digest: str | None, start: bool) -> Queued | Run:
+    async def _queue(self, command: CreateRunCommand, digest: str | None, start_on: RunEventBus | None) -> Queued | Run:
         org_id = command.caller.org_id
         async with self._uow as uow:
             thread = await uow.threads.get(org_id, command.thread_id, for_update=True)
@@ -104,7 +104,7 @@ class CreateRun:
                 client_tools=tuple(command.client_tools),
                 idempotency_key=command.idempotency_key,
                 request_digest=digest,
-                start_on=self._bus if start else None,
+                start_on=start_on,
             )
             await uow.commit()
         return queued

@@ -9,16 +9,16 @@ per run. Otherwise it is stored queued and submitted, and its execution starts i
 from collections.abc import Awaitable, Callable
 
 from application.errors import IdempotencyConflict, IdempotencyKeyReused
-from application.ports.execution import RunEventBus, RunExecutor, RunSlot
+from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.limits import NoRunRateLimit, RunRateLimit
 from application.ports.persistence import UnitOfWork
 from application.runs.queueing import Queued
 from domain.ids import OrgId, ThreadId
 from domain.runs import Run
 
-Queue = Callable[[bool], Awaitable["Queued | Run"]]
-"""Queues the run in one transaction, started at once when given True (see queue_run's `start_on`); answers the
-key's run instead when it appeared meanwhile."""
+Queue = Callable[[RunEventBus | None], Awaitable["Queued | Run"]]
+"""Queues the run in one transaction, started at once on the bus when given one (queue_run's `start_on`); answers
+the key's run instead when it appeared meanwhile."""
 
 
 class RunStarter:
@@ -43,28 +43,28 @@ class RunStarter:
             return _replayed(existing, idempotency_key, digest, thread_id), False
         await self._rate_limit.take(org_id)  # a replay above is not a new run
         slot = await self._executor.reserve(org_id)
+        started = False
         try:
-            queued = await queue(slot is not None)
-        except IdempotencyConflict:
-            _release(slot)
-            winner = await self._by_key(org_id, idempotency_key)
-            if winner is None:
-                raise
-            return _replayed(winner, idempotency_key, digest, thread_id), False
-        except BaseException:
-            _release(slot)
-            raise
-        if isinstance(queued, Run):  # the key's run, created while this request waited for the thread
-            _release(slot)
-            return _replayed(queued, idempotency_key, digest, thread_id), False
-        run = queued.run
-        for event in queued.events:
-            await self._bus.publish(event)
-        if slot is not None and queued.began is not None:
-            slot.start(run.id, queued.began)
-        else:
-            _release(slot)
-            await self._executor.submit(run.org_id, run.id)
+            try:
+                queued = await queue(self._bus if slot is not None else None)
+            except IdempotencyConflict:
+                winner = await self._by_key(org_id, idempotency_key)
+                if winner is None:
+                    raise
+                queued = winner
+            if isinstance(queued, Run):  # the key's run: made while this request waited for the thread, or raced it
+                return _replayed(queued, idempotency_key, digest, thread_id), False
+            run = queued.run
+            for event in queued.events:
+                await self._bus.publish(event)
+            if slot is not None and queued.began is not None:
+                slot.start(run.id, queued.began)
+                started = True
+                return run, True
+        finally:
+            if slot is not None and not started:
+                slot.release()
+        await self._executor.submit(run.org_id, run.id)
         return run, True
 
     async def _by_key(self, org_id: OrgId, idempotency_key: str | None) -> Run | None:
@@ -82,8 +82,3 @@ def _replayed(run: Run, idempotency_key: str | None, digest: str | None, thread_
             " (another thread, agent, input, messages or tools); use a new key"
         )
     return run
-
-
-def _release(slot: RunSlot | None) -> None:
-    if slot is not None:
-        slot.release()
