@@ -110,7 +110,14 @@ class SqlAlchemyUnitOfWork:
         async with contextlib.AsyncExitStack() as turn, contextlib.AsyncExitStack() as stack:
             if not self._read_only:
                 await turn.enter_async_context(self._database.writing())
-            connection = await stack.enter_async_context(self._database.engine.connect())
+            if self._database.is_sqlite:
+                # Closing it gives it back to the pool with a ROLLBACK that waits for no one (sqlite_driver.py):
+                # nothing a cancellation could cut short, so no task of its own to close it in (as the
+                # connection's context manager makes, for a close that may wait on a server).
+                connection = await self._database.engine.connect()
+                stack.push_async_callback(connection.close)
+            else:
+                connection = await stack.enter_async_context(self._database.engine.connect())
             if self._read_only:
                 await connection.execution_options(**{READ_ONLY: True})
             await connection.begin()
