@@ -122,7 +122,7 @@ from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.security.api_keys import Sha256KeyHasher
 from infrastructure.security.keys import secret_keys
 from infrastructure.security.secret_box import FernetSecretBox
-from infrastructure.security.verified_keys import VerifiedKeyCache
+from infrastructure.security.verified_keys import VerifiedKeyCache, revocation_stamp
 from infrastructure.settings import Settings
 from infrastructure.system import SystemClock, Uuid7Generator
 from infrastructure.template_files import ChatMdAgentFiles
@@ -173,8 +173,12 @@ class Container(containers.DeclarativeContainer):
     set_organization_limits = providers.Factory(SetOrganizationLimits, uow=uow, clock=clock)
     update_organization = providers.Factory(UpdateOrganization, uow=uow, clock=clock)
 
-    verified_keys = providers.Singleton(VerifiedKeyCache, ttl_seconds=settings.provided.api_key_cache_seconds)
-    # On PostgreSQL, keys revoked through any process are forgotten at once by this one's verified keys.
+    verified_keys = providers.Singleton(
+        VerifiedKeyCache,
+        ttl_seconds=settings.provided.api_key_cache_seconds,
+        stamp=providers.Callable(revocation_stamp, settings.provided.database_url),
+    )
+    # Keys revoked through any process are forgotten at once by this one's verified keys.
     key_revocations = providers.Resource(resources.key_revocations, settings=settings, keys=verified_keys)
     authenticate_api_key = providers.Factory(
         AuthenticateApiKey,

@@ -238,10 +238,16 @@ async def catalog_changes(
 
 async def key_revocations(settings: Settings, keys: VerifiedKeyCache) -> AsyncIterator[None]:
     """Verified API keys are trusted only while revocations reach them: on PostgreSQL, through the listener
-    (see key_revocations.py). On SQLite nothing tells the server of a key revoked by another process (the
-    command line, `threadline keys revoke`), so keys are never trusted there: each request reads its key."""
+    (see key_revocations.py); on SQLite, through the file next to the database that a process revoking a key
+    replaces (the command line's `threadline keys revoke` included; see verified_keys.py). A database in memory
+    has no such file: each request reads its key."""
     if make_url(settings.database_url).get_backend_name() != "postgresql":
-        yield
+        if keys.stamp is not None:
+            keys.trust()
+        try:
+            yield
+        finally:
+            keys.distrust()
         return
     listener = KeyRevocationListener(settings.database_url, keys)
     await listener.start()

@@ -1,7 +1,9 @@
 """The verified API keys a process keeps: bounded, short-lived, and forgotten at once when revoked."""
 
+from pathlib import Path
+
 from domain.api_keys import ApiKey
-from infrastructure.security.verified_keys import VerifiedKeyCache
+from infrastructure.security.verified_keys import VerifiedKeyCache, revocation_stamp
 from tests import builders
 
 
@@ -77,3 +79,30 @@ def test_a_cache_time_of_zero_keeps_nothing() -> None:
     keys = VerifiedKeyCache(ttl_seconds=0, trusted=True)
     keys.remember("secret", a_key(), as_of=keys.version())
     assert len(keys) == 0
+
+
+def test_a_key_revoked_by_another_process_of_a_sqlite_database_is_forgotten_at_the_next_lookup(
+    tmp_path: Path,
+) -> None:
+    database = f"sqlite+aiosqlite:///{tmp_path / 'threadline.db'}"
+    here = VerifiedKeyCache(ttl_seconds=30, trusted=True, stamp=revocation_stamp(database))
+    command_line = VerifiedKeyCache(ttl_seconds=30, stamp=revocation_stamp(database))  # `threadline keys revoke`
+    kept, other = a_key(), a_key()
+    here.remember("secret", kept, as_of=here.version())
+    here.remember("other secret", other, as_of=here.version())
+    assert here.get("secret") is kept
+
+    command_line.forget_key(kept.id)  # after its commit
+    assert here.get("secret") is None  # and every other key is read again once
+    assert here.get("other secret") is None
+    here.remember("other secret", other, as_of=here.version())
+    assert here.get("other secret") is other  # until the next revocation
+
+    command_line.forget_key(a_key().id)
+    assert here.get("other secret") is None
+
+
+def test_a_database_in_memory_or_on_postgresql_has_no_revocation_file() -> None:
+    assert revocation_stamp("sqlite+aiosqlite:///:memory:") is None
+    assert revocation_stamp("sqlite+aiosqlite://") is None
+    assert revocation_stamp("postgresql+asyncpg://postgres@127.0.0.1/test") is None
