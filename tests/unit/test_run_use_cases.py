@@ -115,6 +115,23 @@ async def test_a_slot_taken_for_a_run_that_is_not_created_is_given_back(app: Fak
     assert app.executor.free_slots == 1 and app.executor.released == 1 and not app.executor.started
 
 
+async def test_a_run_started_as_it_is_created_executes_even_if_its_request_ends_as_it_is_published(
+    app: FakeApp,
+) -> None:
+    org, _, thread = await setup(app)
+    app.executor.free_slots = 1
+
+    async def client_gone(_event: object) -> None:
+        raise asyncio.CancelledError  # the request's task is cancelled: its client went away
+
+    app.bus.publish = client_gone  # type: ignore[method-assign,assignment]
+    with pytest.raises(asyncio.CancelledError):
+        await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi"))
+    [began] = app.executor.started.values()
+    assert isinstance(began, Began) and app.executor.released == 0  # not left in_progress with no one on it
+    assert status(await stored(app, began.run)) is RunStatus.IN_PROGRESS
+
+
 async def test_the_same_idempotency_key_gives_back_the_same_run(app: FakeApp) -> None:
     org, _, thread = await setup(app)
     command = CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi", idempotency_key="k1")

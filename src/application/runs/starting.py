@@ -55,11 +55,14 @@ class RunStarter:
             if isinstance(queued, Run):  # the key's run: made while this request waited for the thread, or raced it
                 return _replayed(queued, idempotency_key, digest, thread_id), False
             run = queued.run
-            for event in queued.events:
-                await self._bus.publish(event)
-            if slot is not None and queued.began is not None:
-                slot.start(run.id, queued.began)
-                started = True
+            try:
+                for event in queued.events:
+                    await self._bus.publish(event)
+            finally:  # stored in_progress: it executes even if this request ends here (its events are stored)
+                if slot is not None and queued.began is not None:
+                    slot.start(run.id, queued.began)
+                    started = True
+            if started:
                 return run, True
         finally:
             if slot is not None and not started:
