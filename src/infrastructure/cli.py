@@ -137,7 +137,7 @@ def worker(
     """Execute runs taken from the job queue (THREADLINE_EXECUTOR=queue, PostgreSQL), until SIGTERM or Ctrl+C."""
     from infrastructure.execution.job_queue import QUEUE, work
     from infrastructure.execution.worker_metrics import worker_metrics
-    from infrastructure.heap import freeze_startup_objects
+    from infrastructure.heap import settle_heap
     from infrastructure.settings import Executor
 
     container = Container()
@@ -152,7 +152,7 @@ def worker(
         try:
             await container.passage_indexer().start()
             async with worker_metrics(container.metrics(), container.run_executor(), settings):
-                freeze_startup_objects()
+                settle_heap()
                 await work(
                     container.run_executor(),
                     container.worker_runs(),

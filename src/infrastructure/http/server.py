@@ -6,7 +6,7 @@ from types import FrameType
 
 import uvicorn
 
-from infrastructure.heap import freeze_startup_objects
+from infrastructure.heap import settle_heap
 
 
 class StoppingServer(uvicorn.Server):
@@ -26,7 +26,7 @@ class StoppingServer(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
-        freeze_startup_objects()  # the application has started: what it holds now lives as long as the process
+        settle_heap()  # the application has started: what it holds now lives as long as the process
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
