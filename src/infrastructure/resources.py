@@ -238,9 +238,9 @@ async def catalog_changes(
 
 async def key_revocations(settings: Settings, keys: VerifiedKeyCache) -> AsyncIterator[None]:
     """Verified API keys are trusted only while revocations reach them: on PostgreSQL, through the listener
-    (see key_revocations.py); on SQLite, through the file next to the database that a process revoking a key
-    replaces (the command line's `threadline keys revoke` included; see verified_keys.py). A database in memory
-    has no such file: each request reads its key."""
+    (see key_revocations.py); on SQLite, through the file next to the database to which a process revoking a key
+    adds a line (the command line's `threadline keys revoke` included; see verified_keys.py). A database in
+    memory has no such file: each request reads its key."""
     if make_url(settings.database_url).get_backend_name() != "postgresql":
         if keys.stamp is not None:
             keys.trust()
