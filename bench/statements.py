@@ -4,7 +4,8 @@ the server sends counted (SQLAlchemy engine events in the server process).
     .venv/bin/python -m bench.statements [--backend sqlite|postgresql] [--runs 20]
 
 Prints, per run, the statements (BEGIN, COMMIT and ROLLBACK included, whether SQLAlchemy or the driver issues
-them), the transactions, the connections checked out of the pool, and the statements by kind.
+them), the transactions, the connections checked out of the pool, and the statements by kind; then the last
+run's statements in the order they were sent, one transaction per line.
 
 The server runs under `python -m bench.statements --serve ...` (THREADLINE_BENCH_SERVER_PREFIX), which counts
 and writes the counts to THREADLINE_BENCH_COUNTS on SIGUSR1.
@@ -42,6 +43,7 @@ def serve_counting(argv: list[str]) -> None:
     from sqlalchemy.pool import Pool
 
     counts: Counter[str] = Counter()
+    sequence: list[str] = []  # kinds in order, since the last dump
 
     @event.listens_for(Engine, "before_cursor_execute")
     def _statement(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
@@ -49,22 +51,26 @@ def serve_counting(argv: list[str]) -> None:
             return  # counted as the transaction begins (on PostgreSQL, the driver sends it)
         counts["statements"] += 1
         counts[f"kind: {_kind(statement)}"] += 1
+        sequence.append(_kind(statement))
 
     @event.listens_for(Engine, "begin")
     def _begin(_conn: Any) -> None:
         counts["statements"] += 1
         counts["transactions"] += 1
         counts["kind: BEGIN"] += 1
+        sequence.append("BEGIN")
 
     @event.listens_for(Engine, "commit")
     def _commit(_conn: Any) -> None:
         counts["statements"] += 1
         counts["kind: COMMIT"] += 1
+        sequence.append("COMMIT")
 
     @event.listens_for(Engine, "rollback")
     def _rollback(_conn: Any) -> None:
         counts["statements"] += 1
         counts["kind: ROLLBACK"] += 1
+        sequence.append("ROLLBACK")
 
     @event.listens_for(Pool, "checkout")
     def _checkout(*_: Any) -> None:
@@ -72,7 +78,8 @@ def serve_counting(argv: list[str]) -> None:
 
     def _dump(*_: Any) -> None:
         target = Path(os.environ[_COUNTS_FILE])
-        target.with_suffix(".tmp").write_text(json.dumps(counts))
+        target.with_suffix(".tmp").write_text(json.dumps({**counts, "sequence": " | ".join(sequence)}))
+        sequence.clear()
         target.with_suffix(".tmp").replace(target)  # whole, when it appears
 
     signal.signal(signal.SIGUSR1, _dump)
@@ -101,16 +108,20 @@ async def measure(backend: str, runs: int) -> None:
             "THREADLINE_DATABASE_POOL_SIZE": "4",
         }
         async with threadline(backend, Executor("in_process"), env) as running:
-            clients, threads = await setup(running, mcp.url, runs + 5)
+            clients, threads = await setup(running, mcp.url, runs + 6)
 
             async def snapshot() -> Counter[str]:
                 counts_file.unlink(missing_ok=True)
                 os.kill(running.processes[0].pid, signal.SIGUSR1)
                 while not counts_file.exists():  # noqa: ASYNC110 - another process writes it
                     await asyncio.sleep(0.01)
-                return Counter(json.loads(counts_file.read_text()))
+                counted = json.loads(counts_file.read_text())
+                last_sequence[:] = [counted.pop("sequence")]
+                return Counter(counted)
 
-            for thread in threads[runs:]:  # warm up: sessions, caches, connections
+            last_sequence: list[str] = []
+
+            for thread in threads[runs : runs + 5]:  # warm up: sessions, caches, connections
                 assert (await one_run(clients[0], thread))[1] == "completed"
             idle_before = await snapshot()
             await asyncio.sleep(0.5)
@@ -120,6 +131,9 @@ async def measure(backend: str, runs: int) -> None:
                 _, status = await one_run(clients[0], thread)
                 assert status == "completed", status
             after = await snapshot()
+            _, status = await one_run(clients[0], threads[-1])
+            assert status == "completed", status
+            await snapshot()
             await clients[0].aclose()
     spent = after - before
     print(f"{backend}: {runs} runs one at a time (POST with stream: true, read to run.completed)")
@@ -131,6 +145,9 @@ async def measure(backend: str, runs: int) -> None:
     for key, count in sorted(spent.items(), key=lambda item: -item[1]):
         if key.startswith("kind: "):
             print(f"    {count / runs:5.1f}  {key.removeprefix('kind: ')}")
+    print("  one run, in order:")
+    for transaction in re.split(r"(?<=COMMIT|LLBACK) [|] ", last_sequence[0]):
+        print(f"    {transaction}")
 
 
 if __name__ == "__main__":
