@@ -1,6 +1,16 @@
+from dataclasses import replace
+from uuid import uuid4
+
+import pytest
+
+from application.errors import Conflict
+from domain.ids import MessageId
+from domain.messages import Message, MessageRole, TextContent
 from domain.organizations import Organization
+from domain.threads import Thread
 from infrastructure.container import Container
 from tests import builders
+from tests.builders import NOW
 from tests.conftest import as_port
 
 
@@ -52,3 +62,70 @@ async def test_one_unit_of_work_serves_concurrent_tasks(container: Container) ->
     async with as_port(container.uow()) as tx:
         stored = [await tx.organizations.get(o.id) for o in orgs]
     assert stored == orgs
+
+
+async def _stored_thread(container: Container) -> Thread:
+    org = builders.organization()
+    thread = builders.thread(org.id)
+    async with as_port(container.uow()) as uow:
+        await uow.organizations.add(org)
+        await uow.threads.add(thread)
+        await uow.commit()
+    return thread
+
+
+def _say(thread: Thread, text: str) -> Message:
+    return thread.append(MessageRole.USER, (TextContent(text=text),), message_id=MessageId(uuid4()), now=NOW)
+
+
+async def test_messages_a_unit_adds_are_read_back_in_it_and_stored_in_order(container: Container) -> None:
+    """Inserts may wait until the commit (on PostgreSQL, sent together as one statement): a read in the same unit
+    of work still sees them, and the commit stores them all."""
+    thread = await _stored_thread(container)
+    async with as_port(container.uow()) as uow:
+        added = [_say(thread, f"message {n}") for n in range(3)]
+        for message in added:
+            await uow.messages.add(message)
+        await uow.threads.save(thread)
+        read_in_unit = await uow.messages.list(thread.org_id, thread.id, limit=10, after_position=None)
+        more = _say(thread, "after the read")
+        await uow.messages.add(more)
+        await uow.threads.save(thread)
+        await uow.commit()
+    async with as_port(container.uow()) as uow:
+        stored = await uow.messages.list(thread.org_id, thread.id, limit=10, after_position=None)
+        stored_thread = await uow.threads.get(thread.org_id, thread.id)
+    assert [m.id for m in read_in_unit] == [m.id for m in added]
+    assert [(m.id, m.position) for m in stored] == [(m.id, m.position) for m in [*added, more]]
+    assert stored_thread is not None and stored_thread.message_count == 4
+
+
+async def test_a_refused_insert_fails_the_commit_and_nothing_of_the_unit_is_stored(container: Container) -> None:
+    thread = await _stored_thread(container)
+    first = _say(thread, "first")
+    async with as_port(container.uow()) as uow:
+        await uow.messages.add(first)
+        await uow.threads.save(thread)
+        await uow.commit()
+    with pytest.raises(Conflict):
+        async with as_port(container.uow()) as uow:
+            await uow.threads.save(replace(thread, title="renamed"))
+            await uow.messages.add(_say(thread, "second"))
+            await uow.messages.add(replace(first, position=first.position + 10))  # its id is taken
+            await uow.commit()
+    async with as_port(container.uow()) as uow:
+        stored = await uow.messages.list(thread.org_id, thread.id, limit=10, after_position=None)
+        stored_thread = await uow.threads.get(thread.org_id, thread.id)
+    assert [m.id for m in stored] == [first.id]
+    assert stored_thread is not None and stored_thread.title != "renamed"
+
+
+async def test_inserts_of_a_unit_left_without_commit_are_not_stored(container: Container) -> None:
+    thread = await _stored_thread(container)
+    async with as_port(container.uow()) as uow:
+        await uow.messages.add(_say(thread, "never committed"))
+    async with as_port(container.uow()) as uow:  # the same connection may serve this one: nothing carried over
+        await uow.threads.save(thread)
+        await uow.commit()
+    async with as_port(container.uow()) as uow:
+        assert await uow.messages.list(thread.org_id, thread.id, limit=10, after_position=None) == []

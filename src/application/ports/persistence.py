@@ -83,7 +83,11 @@ class ThreadRepository(Protocol):
 
 
 class MessageRepository(Protocol):
-    async def add(self, message: Message) -> None: ...
+    async def add(self, message: Message) -> None:
+        """Stored with the unit of work (it may be sent to the database only when it commits: a refused message
+        fails the commit). Reads in the same unit of work see it."""
+        ...
+
     async def last(self, org_id: OrgId, thread_id: ThreadId) -> Message | None:
         """The thread's latest message."""
         ...
@@ -312,7 +316,10 @@ class RunRepository(Protocol):
 
 
 class RunEventRepository(Protocol):
-    async def add(self, event: RunEvent, org_id: OrgId) -> None: ...
+    async def add(self, event: RunEvent, org_id: OrgId) -> None:
+        """Stored with the unit of work, as MessageRepository.add."""
+        ...
+
     async def list(self, org_id: OrgId, run_id: RunId, *, after_seq: int = 0) -> Sequence[RunEvent]: ...
     async def last_seq(self, run_id: RunId) -> int: ...
 

@@ -5,6 +5,7 @@ from typing import NoReturn, Self
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.engine import READ_ONLY, Database
 from infrastructure.persistence.errors import DATABASE_ERRORS, translated, translating
 from infrastructure.persistence.repositories.agents import SqlAgentRepository
@@ -39,30 +40,33 @@ class Transaction:
         vectors: VectorCache,
     ) -> None:
         self._connection, self._stack, self._turn, self._read_only = connection, stack, turn, read_only
-        self.organizations = SqlOrganizationRepository(connection)
-        self.api_keys = SqlApiKeyRepository(connection)
-        self.agents = SqlAgentRepository(connection)
-        self.threads = SqlThreadRepository(connection)
-        self.messages = SqlMessageRepository(connection)
-        self.integrations = SqlMcpIntegrationRepository(connection)
-        self.sources = SqlSourceRepository(connection)
-        self.passages = SqlPassageRepository(connection)
-        self.passage_vectors = SqlPassageVectorRepository(connection, vectors)
-        self.thread_summaries = SqlThreadSummaryRepository(connection)
-        self.runs = SqlRunRepository(connection)
-        self.run_events = SqlRunEventRepository(connection)
-        self.prompt_templates = SqlPromptTemplateRepository(connection)
-        self.argument_values = SqlArgumentValueRepository(connection)
-        self.audit_events = SqlAuditEventRepository(connection)
-        self.usage = SqlUsageRepository(connection)
+        self._writes = writes = UnitConnection(connection)
+        self.organizations = SqlOrganizationRepository(writes)
+        self.api_keys = SqlApiKeyRepository(writes)
+        self.agents = SqlAgentRepository(writes)
+        self.threads = SqlThreadRepository(writes)
+        self.messages = SqlMessageRepository(writes)
+        self.integrations = SqlMcpIntegrationRepository(writes)
+        self.sources = SqlSourceRepository(writes)
+        self.passages = SqlPassageRepository(writes)
+        self.passage_vectors = SqlPassageVectorRepository(writes, vectors)
+        self.thread_summaries = SqlThreadSummaryRepository(writes)
+        self.runs = SqlRunRepository(writes)
+        self.run_events = SqlRunEventRepository(writes)
+        self.prompt_templates = SqlPromptTemplateRepository(writes)
+        self.argument_values = SqlArgumentValueRepository(writes)
+        self.audit_events = SqlAuditEventRepository(writes)
+        self.usage = SqlUsageRepository(writes)
 
     async def commit(self) -> None:
         if self._read_only:
             raise RuntimeError("a read-only unit of work cannot commit")
+        await self._writes.flush()
         await self._connection.commit()
         await self._turn.aclose()  # the next writer may begin: this one has ended
 
     async def close(self) -> None:
+        self._writes.discard()
         try:
             if self._connection.in_transaction():
                 await self._connection.rollback()

@@ -4,12 +4,12 @@ from uuid import UUID
 
 from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.agents import Agent, ModelSettings
 from domain.ids import AgentId, IntegrationId, OrgId
 from domain.native_tools import ToolRef
 from domain.tools import ToolType
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.errors import refused
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import agents
@@ -58,7 +58,7 @@ _GET = select(agents).where(agents.c.org_id == bindparam("p_org"), agents.c.id =
 
 
 class SqlAgentRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def add(self, agent: Agent) -> None:

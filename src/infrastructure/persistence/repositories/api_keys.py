@@ -2,10 +2,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.api_keys import ApiKey, Role
 from domain.ids import ApiKeyId, OrgId
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.repositories._rows import utc, utc_required
 from infrastructure.persistence.tables import api_keys
 from infrastructure.security.key_revocations import CHANNEL, revoked_notice
@@ -29,7 +29,7 @@ _BY_PREFIX = select(api_keys).where(api_keys.c.prefix == bindparam("p_prefix"))
 
 
 class SqlApiKeyRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def add(self, key: ApiKey) -> None:

@@ -2,10 +2,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import insert, select, text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.audit import AuditAction, AuditEvent, FieldChange
 from domain.ids import ApiKeyId, OrgId
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import audit_events
 
@@ -30,7 +30,7 @@ def _to_entity(row: Any) -> AuditEvent:
 class SqlAuditEventRepository:
     """Inserts and reads only: there is no statement here that changes or removes an event."""
 
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def add(self, event: AuditEvent) -> None:

@@ -3,7 +3,6 @@ from typing import Any
 
 from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import (
@@ -15,6 +14,7 @@ from domain.integrations import (
     ToolFilter,
     Transport,
 )
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.errors import refused
 from infrastructure.persistence.repositories._rows import utc, utc_required
 from infrastructure.persistence.tables import mcp_integrations as table
@@ -79,7 +79,7 @@ _GET_MANY = (
 
 
 class SqlMcpIntegrationRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def add(self, integration: McpIntegration) -> None:

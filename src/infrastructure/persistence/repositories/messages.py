@@ -2,10 +2,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.ids import MessageId, OrgId, RunId, ThreadId
 from domain.messages import Message, MessageRole, content_from_dicts, part_to_dict
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import messages
 
@@ -40,11 +40,11 @@ _LAST = (
 
 
 class SqlMessageRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def add(self, message: Message) -> None:
-        await self._conn.execute(
+        await self._conn.later(
             _INSERT,
             {
                 "id": message.id,

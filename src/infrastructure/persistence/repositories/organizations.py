@@ -2,10 +2,10 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.ids import OrgId
 from domain.organizations import Organization
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.errors import refused
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import organizations
@@ -24,7 +24,7 @@ def _to_entity(row: Any) -> Organization:
 
 
 class SqlOrganizationRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def add(self, org: Organization) -> None:

@@ -11,10 +11,10 @@ import numpy.typing as npt
 from sqlalchemy import bindparam, func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from application.ports.persistence import EmbeddingState, PassageHit, PassageToEmbed, SearchScope
 from domain.ids import OrgId, SourceId
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.repositories.passages import passage_of_row
 from infrastructure.persistence.tables import passage_vectors, source_passages, sources
 from infrastructure.persistence.vector_cache import OrgVectors, VectorCache, Version
@@ -25,7 +25,7 @@ SNIPPET_CHARS = 300
 
 
 class SqlPassageVectorRepository:
-    def __init__(self, connection: AsyncConnection, cache: VectorCache) -> None:
+    def __init__(self, connection: UnitConnection, cache: VectorCache) -> None:
         self._conn, self._cache = connection, cache
 
     async def newest_passage(self) -> int:

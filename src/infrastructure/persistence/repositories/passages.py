@@ -23,12 +23,12 @@ from sqlalchemy import (
 )
 from sqlalchemy import table as sql_table
 from sqlalchemy.dialects.postgresql import REGCONFIG, TSQUERY, TSVECTOR
-from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 
 from application.ports.persistence import PassageHit, SearchScope
 from domain.ids import OrgId, SourceId
 from domain.sources import Passage, Source
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.tables import organizations, source_passages, sources
 
 table = source_passages
@@ -62,7 +62,7 @@ def fts5_query(text: str) -> str:
 
 
 class SqlPassageRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def replace(self, source: Source, passages: Sequence[Passage]) -> None:

@@ -6,10 +6,10 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.ids import AgentId, OrgId
 from domain.prompt_templates import ArgumentType, PromptTemplate, TemplateArgument, TemplateMessage
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.errors import refused
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import prompt_argument_values as values_table
@@ -67,7 +67,7 @@ def _values(template: PromptTemplate) -> dict[str, Any]:
 
 
 class SqlPromptTemplateRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def add(self, template: PromptTemplate) -> None:
@@ -101,7 +101,7 @@ class SqlPromptTemplateRepository:
 
 
 class SqlArgumentValueRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def remember(self, org_id: OrgId, template: str, argument: str, values: Sequence[str], at: datetime) -> None:

@@ -5,7 +5,6 @@ from typing import Any
 
 from sqlalchemy import Text, and_, bindparam, cast, false, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from application.errors import LeaseLost
 from application.ports.persistence import ClaimedRun
@@ -23,6 +22,7 @@ from domain.runs import (
     StepToolCall,
 )
 from domain.usage import Usage
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.errors import refused
 from infrastructure.persistence.repositories._rows import utc, utc_required
 from infrastructure.persistence.repositories.usage import record_new_steps
@@ -202,7 +202,7 @@ _EVENTS = (
 
 
 class SqlRunRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def add(self, run: Run) -> None:
@@ -315,11 +315,11 @@ class SqlRunRepository:
 
 
 class SqlRunEventRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def add(self, event: RunEvent, org_id: OrgId) -> None:
-        await self._conn.execute(
+        await self._conn.later(
             _EVENT_INSERT,
             {
                 "run_id": event.run_id,

@@ -2,11 +2,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import delete, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from application.ports.persistence import SourceSummary
 from domain.ids import AgentId, IntegrationId, OrgId, SourceId, ThreadId
 from domain.sources import CreatedBy, Source, SourceKind, SourceOrigin, TableData
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import source_passages
 from infrastructure.persistence.tables import sources as table
@@ -63,7 +63,7 @@ def _to_entity(row: Any) -> Source:
 
 
 class SqlSourceRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def add(self, source: Source) -> None:

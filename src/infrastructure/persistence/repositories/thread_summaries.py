@@ -3,15 +3,15 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from application.ports.persistence import HistorySummary
 from domain.ids import OrgId, ThreadId
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.tables import thread_summaries as table
 
 
 class SqlThreadSummaryRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def get(self, org_id: OrgId, thread_id: ThreadId) -> HistorySummary | None:

@@ -3,10 +3,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, delete, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.ids import AgentId, OrgId, ThreadId
 from domain.threads import Thread
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import threads
 
@@ -37,7 +37,7 @@ _ADVANCE = (
 
 
 class SqlThreadRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def add(self, thread: Thread) -> None:

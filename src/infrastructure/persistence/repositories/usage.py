@@ -3,12 +3,12 @@ from datetime import UTC, date
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from application.ports.persistence import UsageGrouping, UsageLine
 from domain.ids import OrgId
 from domain.runs import Run
 from domain.usage import Usage
+from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.tables import usage_records
 
 _INSERT = insert(usage_records)
@@ -32,12 +32,12 @@ _IN_RANGE = (
 )
 
 
-async def record_new_steps(connection: AsyncConnection, run: Run) -> None:
+async def record_new_steps(connection: UnitConnection, run: Run) -> None:
     """Add the run's steps the ledger does not have yet: one statement, in the transaction storing them."""
     new = run.steps[run.steps_in_ledger :]
     if not new:
         return
-    await connection.execute(
+    await connection.later(
         _INSERT,
         [
             {
@@ -63,7 +63,7 @@ def _key(value: Any) -> str:
 
 
 class SqlUsageRepository:
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
 
     async def totals(

@@ -1,0 +1,122 @@
+"""The connection a unit of work's repositories write through: inserts that nothing reads back before the commit
+are sent together.
+
+On PostgreSQL every statement is a round trip to the server, and most of what a run's step writes are such
+inserts (its message, its events, its usage). `later` keeps them, and they go to the server as one statement
+(a WITH of inserts) when the unit of work commits, or before a statement that touches a table they write (a
+read of what they wrote sees it) or deletes. They are written in the transaction as before: refused, they fail
+the commit, and a rollback drops them. On SQLite there is no round trip to save, and no insert inside a WITH:
+they run at once.
+"""
+
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Delete, Insert, Result, Table, bindparam, literal_column, select
+from sqlalchemy.engine.interfaces import Dialect
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql import Executable
+from sqlalchemy.sql.util import find_tables
+
+Parameters = Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
+
+_TABLES: "weakref.WeakKeyDictionary[Executable, frozenset[str]]" = weakref.WeakKeyDictionary()
+"""The tables a statement touches, worked out once per statement object (most are built once, at import)."""
+
+
+def _tables(statement: Executable) -> frozenset[str]:
+    """The names of the tables the statement reads or writes; empty when it cannot be told (text)."""
+    known = _TABLES.get(statement)
+    if known is None:
+        found = find_tables(statement, include_aliases=True, include_selects=True, include_crud=True)  # type: ignore[arg-type]
+        names = (getattr(getattr(table, "original", table), "name", None) for table in found)
+        known = frozenset(name for name in names if name)
+        _TABLES[statement] = known
+    return known
+
+
+Shape = tuple[tuple[Insert, tuple[tuple[str, ...], ...]], ...]
+"""Inserts sent together: each statement, with the columns of each of its rows."""
+_SHAPES_KEPT = 256
+_TOGETHER: dict[Shape, Executable] = {}
+"""One statement per shape, built once: SQLAlchemy compiles it once, and each use only binds its values."""
+
+
+def _together(shape: Shape) -> Executable:
+    """`WITH w0_0 AS (INSERT ...), w0_1 AS (INSERT ...) SELECT 1`, one single-row insert per row (SQLAlchemy does
+    not cache a multi-row VALUES), its values bound as w<insert>_<row>_<column>."""
+    together = _TOGETHER.get(shape)
+    if together is None:
+        ctes = []
+        for number, (statement, rows) in enumerate(shape):
+            columns = statement.table.c
+            for index, keys in enumerate(rows):
+                name = f"w{number}_{index}"
+                values = {key: bindparam(f"{name}_{key}", type_=columns[key].type) for key in keys}
+                ctes.append(statement.values(**values).cte(name))
+        if len(_TOGETHER) >= _SHAPES_KEPT:
+            _TOGETHER.clear()
+        together = _TOGETHER[shape] = select(literal_column("1")).add_cte(*ctes)
+    return together
+
+
+class UnitConnection:
+    """What the repositories of one unit of work execute on: the transaction's connection, with writes kept for
+    later (see the module's docstring)."""
+
+    def __init__(self, connection: AsyncConnection) -> None:
+        self._connection = connection
+        self.dialect: Dialect = connection.dialect
+        self._batching = connection.dialect.name == "postgresql"
+        self._pending: list[tuple[Insert, list[Mapping[str, Any]]]] = []
+        self._pending_tables: set[str] = set()
+
+    async def execute(self, statement: Executable, parameters: Parameters = None) -> Result[Any]:
+        if self._pending and self._touches_pending(statement):
+            await self.flush()
+        return await self._connection.execute(statement, parameters)
+
+    async def scalar(self, statement: Executable, parameters: Parameters = None) -> Any:
+        if self._pending and self._touches_pending(statement):
+            await self.flush()
+        return await self._connection.scalar(statement, parameters)  # type: ignore[arg-type]
+
+    async def later(self, statement: Insert, rows: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
+        """Insert the row (or rows), at the latest when the unit of work commits. Nothing may depend on its
+        outcome before then: a refused insert fails the commit."""
+        if not self._batching:
+            await self._connection.execute(statement, rows)
+            return
+        self._pending.append((statement, list(rows) if isinstance(rows, Sequence) else [rows]))
+        self._pending_tables.add(statement.table.name if isinstance(statement.table, Table) else "")
+
+    async def flush(self) -> None:
+        """Send the inserts kept for later: one statement, whatever their number."""
+        pending, self._pending = self._pending, []
+        self._pending_tables.clear()
+        if len(pending) == 1:
+            statement, rows = pending[0]
+            await self._connection.execute(statement, rows if len(rows) > 1 else rows[0])
+        elif pending:
+            shape = tuple((statement, tuple(tuple(row) for row in rows)) for statement, rows in pending)
+            parameters = {
+                f"w{number}_{index}_{key}": value
+                for number, (_, rows) in enumerate(pending)
+                for index, row in enumerate(rows)
+                for key, value in row.items()
+            }
+            await self._connection.execute(_together(shape), parameters)
+
+    def discard(self) -> None:
+        """Drop the inserts kept for later (the transaction is rolled back)."""
+        self._pending.clear()
+        self._pending_tables.clear()
+
+    def _touches_pending(self, statement: Executable) -> bool:
+        """Whether the statement must see the kept inserts: it touches a table they write, or it deletes (a
+        delete may cascade to their rows, or remove the rows they refer to), or what it touches is unknown."""
+        if isinstance(statement, Delete) or "" in self._pending_tables:
+            return True
+        tables = _tables(statement)
+        return not tables or not tables.isdisjoint(self._pending_tables)
