@@ -129,3 +129,18 @@ async def test_inserts_of_a_unit_left_without_commit_are_not_stored(container: C
         await uow.commit()
     async with as_port(container.uow()) as uow:
         assert await uow.messages.list(thread.org_id, thread.id, limit=10, after_position=None) == []
+
+
+async def test_a_unit_storing_a_long_conversation_at_once_stores_all_of_it(container: Container) -> None:
+    """Past a few rows the kept inserts go one statement per table (a WITH that long would cost more than it
+    saves): all of them, in order."""
+    thread = await _stored_thread(container)
+    async with as_port(container.uow()) as uow:
+        added = [_say(thread, f"turn {n}") for n in range(40)]
+        for message in added:
+            await uow.messages.add(message)
+        await uow.threads.save(thread)
+        await uow.commit()
+    async with as_port(container.uow()) as uow:
+        stored = await uow.messages.list(thread.org_id, thread.id, limit=100, after_position=None)
+    assert [(m.id, m.position, m.content) for m in stored] == [(m.id, m.position, m.content) for m in added]

@@ -10,6 +10,7 @@ they run at once.
 """
 
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,8 +39,11 @@ def _tables(statement: Executable) -> frozenset[str]:
 
 Shape = tuple[tuple[Insert, tuple[tuple[str, ...], ...]], ...]
 """Inserts sent together: each statement, with the columns of each of its rows."""
+_ROWS_TOGETHER = 16
+"""The most rows sent as one WITH; more (a conversation of many turns stored at once) go as one executemany per
+insert statement: a WITH that large would cost more to build and compile than its round trips, and rarely recur."""
 _SHAPES_KEPT = 256
-_TOGETHER: dict[Shape, Executable] = {}
+_TOGETHER: "OrderedDict[Shape, Executable]" = OrderedDict()
 """One statement per shape, built once: SQLAlchemy compiles it once, and each use only binds its values."""
 
 
@@ -47,7 +51,9 @@ def _together(shape: Shape) -> Executable:
     """`WITH w0_0 AS (INSERT ...), w0_1 AS (INSERT ...) SELECT 1`, one single-row insert per row (SQLAlchemy does
     not cache a multi-row VALUES), its values bound as w<insert>_<row>_<column>."""
     together = _TOGETHER.get(shape)
-    if together is None:
+    if together is not None:
+        _TOGETHER.move_to_end(shape)
+    else:
         ctes = []
         for number, (statement, rows) in enumerate(shape):
             columns = statement.table.c
@@ -56,7 +62,7 @@ def _together(shape: Shape) -> Executable:
                 values = {key: bindparam(f"{name}_{key}", type_=columns[key].type) for key in keys}
                 ctes.append(statement.values(**values).cte(name))
         if len(_TOGETHER) >= _SHAPES_KEPT:
-            _TOGETHER.clear()
+            _TOGETHER.popitem(last=False)  # the least recently used
         together = _TOGETHER[shape] = select(literal_column("1")).add_cte(*ctes)
     return together
 
@@ -65,10 +71,11 @@ class UnitConnection:
     """What the repositories of one unit of work execute on: the transaction's connection, with writes kept for
     later (see the module's docstring)."""
 
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: AsyncConnection, *, read_only: bool = False) -> None:
         self._connection = connection
         self.dialect: Dialect = connection.dialect
-        self._batching = connection.dialect.name == "postgresql"
+        # A read-only unit of work never commits: an insert there is refused at once, as the database refuses it.
+        self._batching = connection.dialect.name == "postgresql" and not read_only
         self._pending: list[tuple[Insert, list[Mapping[str, Any]]]] = []
         self._pending_tables: set[str] = set()
 
@@ -92,12 +99,15 @@ class UnitConnection:
         self._pending_tables.add(statement.table.name if isinstance(statement.table, Table) else "")
 
     async def flush(self) -> None:
-        """Send the inserts kept for later: one statement, whatever their number."""
+        """Send the inserts kept for later: one statement (past _ROWS_TOGETHER rows, one executemany per statement)."""
         pending, self._pending = self._pending, []
         self._pending_tables.clear()
-        if len(pending) == 1:
-            statement, rows = pending[0]
-            await self._connection.execute(statement, rows if len(rows) > 1 else rows[0])
+        if len(pending) == 1 or sum(len(rows) for _, rows in pending) > _ROWS_TOGETHER:
+            by_statement: dict[Insert, list[Mapping[str, Any]]] = {}
+            for statement, rows in pending:
+                by_statement.setdefault(statement, []).extend(rows)
+            for statement, rows in by_statement.items():  # each statement's rows at once (executemany)
+                await self._connection.execute(statement, rows if len(rows) > 1 else rows[0])
         elif pending:
             shape = tuple((statement, tuple(tuple(row) for row in rows)) for statement, rows in pending)
             parameters = {

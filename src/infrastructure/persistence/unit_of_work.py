@@ -40,7 +40,7 @@ class Transaction:
         vectors: VectorCache,
     ) -> None:
         self._connection, self._stack, self._turn, self._read_only = connection, stack, turn, read_only
-        self._writes = writes = UnitConnection(connection)
+        self._writes = writes = UnitConnection(connection, read_only=read_only)
         self.organizations = SqlOrganizationRepository(writes)
         self.api_keys = SqlApiKeyRepository(writes)
         self.agents = SqlAgentRepository(writes)
