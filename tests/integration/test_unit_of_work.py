@@ -4,6 +4,7 @@ from uuid import uuid4
 import pytest
 
 from application.errors import Conflict
+from application.ports.persistence import UnitOfWork
 from domain.ids import MessageId
 from domain.messages import Message, MessageRole, TextContent
 from domain.organizations import Organization
@@ -78,25 +79,29 @@ def _say(thread: Thread, text: str) -> Message:
     return thread.append(MessageRole.USER, (TextContent(text=text),), message_id=MessageId(uuid4()), now=NOW)
 
 
+async def _append(uow: UnitOfWork, thread: Thread, texts: list[str]) -> list[Message]:
+    """The messages added to the thread, and the thread saved with them counted."""
+    added = [_say(thread, text) for text in texts]
+    for message in added:
+        await uow.messages.add(message)
+    await uow.threads.save(thread)
+    return added
+
+
 async def test_messages_a_unit_adds_are_read_back_in_it_and_stored_in_order(container: Container) -> None:
     """Inserts may wait until the commit (on PostgreSQL, sent together as one statement): a read in the same unit
     of work still sees them, and the commit stores them all."""
     thread = await _stored_thread(container)
     async with as_port(container.uow()) as uow:
-        added = [_say(thread, f"message {n}") for n in range(3)]
-        for message in added:
-            await uow.messages.add(message)
-        await uow.threads.save(thread)
+        added = await _append(uow, thread, [f"message {n}" for n in range(3)])
         read_in_unit = await uow.messages.list(thread.org_id, thread.id, limit=10, after_position=None)
-        more = _say(thread, "after the read")
-        await uow.messages.add(more)
-        await uow.threads.save(thread)
+        more = await _append(uow, thread, ["after the read"])
         await uow.commit()
     async with as_port(container.uow()) as uow:
         stored = await uow.messages.list(thread.org_id, thread.id, limit=10, after_position=None)
         stored_thread = await uow.threads.get(thread.org_id, thread.id)
     assert [m.id for m in read_in_unit] == [m.id for m in added]
-    assert [(m.id, m.position) for m in stored] == [(m.id, m.position) for m in [*added, more]]
+    assert [(m.id, m.position) for m in stored] == [(m.id, m.position) for m in [*added, *more]]
     assert stored_thread is not None and stored_thread.message_count == 4
 
 
@@ -136,10 +141,7 @@ async def test_a_unit_storing_a_long_conversation_at_once_stores_all_of_it(conta
     saves): all of them, in order."""
     thread = await _stored_thread(container)
     async with as_port(container.uow()) as uow:
-        added = [_say(thread, f"turn {n}") for n in range(40)]
-        for message in added:
-            await uow.messages.add(message)
-        await uow.threads.save(thread)
+        added = await _append(uow, thread, [f"turn {n}" for n in range(40)])
         await uow.commit()
     async with as_port(container.uow()) as uow:
         stored = await uow.messages.list(thread.org_id, thread.id, limit=100, after_position=None)
