@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Delete, Insert, Result, Table, bindparam, literal_column, select
+from sqlalchemy import Delete, Insert, Result, bindparam, literal_column, select
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Executable
@@ -77,16 +77,13 @@ class UnitConnection:
         # A read-only unit of work never commits: an insert there is refused at once, as the database refuses it.
         self._batching = connection.dialect.name == "postgresql" and not read_only
         self._pending: list[tuple[Insert, list[Mapping[str, Any]]]] = []
-        self._pending_tables: set[str] = set()
 
     async def execute(self, statement: Executable, parameters: Parameters = None) -> Result[Any]:
-        if self._pending and self._touches_pending(statement):
-            await self.flush()
+        await self._flush_for(statement)
         return await self._connection.execute(statement, parameters)
 
     async def scalar(self, statement: Executable, parameters: Parameters = None) -> Any:
-        if self._pending and self._touches_pending(statement):
-            await self.flush()
+        await self._flush_for(statement)
         return await self._connection.scalar(statement, parameters)  # type: ignore[arg-type]
 
     async def later(self, statement: Insert, rows: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
@@ -96,12 +93,10 @@ class UnitConnection:
             await self._connection.execute(statement, rows)
             return
         self._pending.append((statement, list(rows) if isinstance(rows, Sequence) else [rows]))
-        self._pending_tables.add(statement.table.name if isinstance(statement.table, Table) else "")
 
     async def flush(self) -> None:
         """Send the inserts kept for later: one statement (past _ROWS_TOGETHER rows, one executemany per statement)."""
         pending, self._pending = self._pending, []
-        self._pending_tables.clear()
         if len(pending) == 1 or sum(len(rows) for _, rows in pending) > _ROWS_TOGETHER:
             by_statement: dict[Insert, list[Mapping[str, Any]]] = {}
             for statement, rows in pending:
@@ -121,12 +116,13 @@ class UnitConnection:
     def discard(self) -> None:
         """Drop the inserts kept for later (the transaction is rolled back)."""
         self._pending.clear()
-        self._pending_tables.clear()
 
-    def _touches_pending(self, statement: Executable) -> bool:
-        """Whether the statement must see the kept inserts: it touches a table they write, or it deletes (a
-        delete may cascade to their rows, or remove the rows they refer to), or what it touches is unknown."""
-        if isinstance(statement, Delete) or "" in self._pending_tables:
-            return True
-        tables = _tables(statement)
-        return not tables or not tables.isdisjoint(self._pending_tables)
+    async def _flush_for(self, statement: Executable) -> None:
+        """The kept inserts sent first when the statement must see them: it touches a table they write, or it
+        deletes (a delete may cascade to their rows, or remove the rows they refer to), or what it touches is
+        unknown."""
+        if not self._pending:
+            return
+        written = {insert.table.name for insert, _ in self._pending}
+        if isinstance(statement, Delete) or not (tables := _tables(statement)) or not tables.isdisjoint(written):
+            await self.flush()
