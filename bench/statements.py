@@ -36,6 +36,16 @@ def _kind(statement: str) -> str:
     return f"{verb} {match.group(1)}" if match else verb
 
 
+def _transactions(kinds: list[str]) -> list[list[str]]:
+    """The statements as sent, cut after each COMMIT and ROLLBACK."""
+    transactions: list[list[str]] = [[]]
+    for kind in kinds:
+        transactions[-1].append(kind)
+        if kind in ("COMMIT", "ROLLBACK"):
+            transactions.append([])
+    return [transaction for transaction in transactions if transaction]
+
+
 def serve_counting(argv: list[str]) -> None:
     """Run the threadline CLI with statements counted."""
     from sqlalchemy import event
@@ -78,7 +88,7 @@ def serve_counting(argv: list[str]) -> None:
 
     def _dump(*_: Any) -> None:
         target = Path(os.environ[_COUNTS_FILE])
-        target.with_suffix(".tmp").write_text(json.dumps({**counts, "sequence": " | ".join(sequence)}))
+        target.with_suffix(".tmp").write_text(json.dumps({"counts": counts, "sequence": sequence}))
         sequence.clear()
         target.with_suffix(".tmp").replace(target)  # whole, when it appears
 
@@ -99,6 +109,7 @@ async def measure(backend: str, runs: int) -> None:
     os.environ[_COUNTS_FILE] = str(counts_file)
     _server._PREFIX[:] = [sys.executable, "-m", "bench.statements", "--serve"]
     everything.entry_file()
+    last_sequence: list[str] = []  # the statements' kinds as sent since the previous snapshot
     async with everything.EverythingHttpServer() as mcp, fake_model(0) as model_url:
         env = {
             "THREADLINE_OPENAI_API_KEY": "sk-bench",
@@ -115,11 +126,9 @@ async def measure(backend: str, runs: int) -> None:
                 os.kill(running.processes[0].pid, signal.SIGUSR1)
                 while not counts_file.exists():  # noqa: ASYNC110 - another process writes it
                     await asyncio.sleep(0.01)
-                counted = json.loads(counts_file.read_text())
-                last_sequence[:] = [counted.pop("sequence")]
-                return Counter(counted)
-
-            last_sequence: list[str] = []
+                dumped = json.loads(counts_file.read_text())
+                last_sequence[:] = dumped["sequence"]
+                return Counter(dumped["counts"])
 
             for thread in threads[runs : runs + 5]:  # warm up: sessions, caches, connections
                 assert (await one_run(clients[0], thread))[1] == "completed"
@@ -146,8 +155,8 @@ async def measure(backend: str, runs: int) -> None:
         if key.startswith("kind: "):
             print(f"    {count / runs:5.1f}  {key.removeprefix('kind: ')}")
     print("  one run, in order:")
-    for transaction in re.split(r"(?<=COMMIT|LLBACK) [|] ", last_sequence[0]):
-        print(f"    {transaction}")
+    for transaction in _transactions(last_sequence):
+        print(f"    {' | '.join(transaction)}")
 
 
 if __name__ == "__main__":
