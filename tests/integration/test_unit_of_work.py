@@ -8,7 +8,9 @@ from application.ports.persistence import UnitOfWork
 from domain.ids import MessageId
 from domain.messages import Message, MessageRole, TextContent
 from domain.organizations import Organization
+from domain.runs import RunStep
 from domain.threads import Thread
+from domain.usage import Usage
 from infrastructure.container import Container
 from tests import builders
 from tests.builders import NOW
@@ -146,3 +148,39 @@ async def test_a_unit_storing_a_long_conversation_at_once_stores_all_of_it(conta
     async with as_port(container.uow()) as uow:
         stored = await uow.messages.list(thread.org_id, thread.id, limit=100, after_position=None)
     assert [(m.id, m.position, m.content) for m in stored] == [(m.id, m.position, m.content) for m in added]
+
+
+async def test_a_step_whose_unit_was_rolled_back_reaches_the_usage_ledger_with_the_next_save(
+    container: Container,
+) -> None:
+    """A run saved in a unit of work that does not commit (its step's usage row with it), then saved again: the
+    ledger counts the step once."""
+    thread = await _stored_thread(container)
+    agent = builders.agent(thread.org_id)
+    run = builders.run(thread.org_id, thread.id, agent.id)
+    async with as_port(container.uow()) as uow:
+        await uow.agents.add(agent)
+        await uow.runs.add(run)
+        await uow.commit()
+    run.start(NOW)
+    run.record_step(
+        RunStep(
+            number=1,
+            model=agent.model,
+            usage=Usage(input_tokens=7, output_tokens=3),
+            finish_reason="stop",
+            started_at=NOW,
+            completed_at=NOW,
+        ),
+        NOW,
+    )
+    async with as_port(container.uow()) as uow:
+        await uow.runs.save(run)  # rolled back: nothing of it stored
+    async with as_port(container.uow()) as uow:
+        await uow.runs.save(run)
+        await uow.commit()
+    async with as_port(container.uow()) as uow:
+        await uow.runs.save(run)  # nothing new to add
+        await uow.commit()
+        (line,) = await uow.usage.totals(thread.org_id, first_day=NOW.date(), last_day=NOW.date(), group_by=None)
+    assert (line.model_calls, line.usage.input_tokens, line.usage.output_tokens) == (1, 7, 3)

@@ -11,7 +11,7 @@ they run at once.
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Delete, Insert, Result, bindparam, literal_column, select
@@ -77,6 +77,7 @@ class UnitConnection:
         # A read-only unit of work never commits: an insert there is refused at once, as the database refuses it.
         self._batching = connection.dialect.name == "postgresql" and not read_only
         self._pending: list[tuple[Insert, list[Mapping[str, Any]]]] = []
+        self._undo: list[Callable[[], None]] = []
 
     async def execute(self, statement: Executable, parameters: Parameters = None) -> Result[Any]:
         await self._flush_for(statement)
@@ -113,9 +114,20 @@ class UnitConnection:
             }
             await self._connection.execute(_together(shape), parameters)
 
+    def unless_committed(self, undo: Callable[[], None]) -> None:
+        """Call `undo` if the transaction ends without committing: what a repository noted in memory about rows it
+        wrote (they are not stored after all)."""
+        self._undo.append(undo)
+
+    def committed(self) -> None:
+        self._undo.clear()
+
     def discard(self) -> None:
-        """Drop the inserts kept for later (the transaction is rolled back)."""
+        """Drop the inserts kept for later, and undo what was noted of the unit's writes (it is rolled back)."""
         self._pending.clear()
+        undo, self._undo = self._undo, []
+        for step in reversed(undo):
+            step()
 
     async def _flush_for(self, statement: Executable) -> None:
         """The kept inserts sent first when the statement must see them: it touches a table they write, or it

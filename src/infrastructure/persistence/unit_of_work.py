@@ -63,6 +63,7 @@ class Transaction:
             raise RuntimeError("a read-only unit of work cannot commit")
         await self._writes.flush()
         await self._connection.commit()
+        self._writes.committed()
         await self._turn.aclose()  # the next writer may begin: this one has ended
 
     async def close(self) -> None:

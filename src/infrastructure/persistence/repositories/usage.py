@@ -33,8 +33,10 @@ _IN_RANGE = (
 
 
 async def record_new_steps(connection: UnitConnection, run: Run) -> None:
-    """Add the run's steps the ledger does not have yet: one statement, in the transaction storing them."""
-    new = run.steps[run.steps_in_ledger :]
+    """Add the run's steps the ledger does not have yet: one statement, in the transaction storing them. Should
+    that transaction not commit, the run counts them out of the ledger again (a later save adds them)."""
+    recorded = run.steps_in_ledger
+    new = run.steps[recorded:]
     if not new:
         return
     await connection.later(
@@ -56,6 +58,7 @@ async def record_new_steps(connection: UnitConnection, run: Run) -> None:
         ],
     )
     run.steps_in_ledger = len(run.steps)
+    connection.unless_committed(lambda: setattr(run, "steps_in_ledger", recorded))
 
 
 def _key(value: Any) -> str:
