@@ -549,10 +549,16 @@ def table(backend: str, args: argparse.Namespace, measured: list[Measured]) -> s
             f"{m.executor.name:<11} {m.executor.pool_size(args.connections):>4} {m.runs_per_second:7.1f} "
             f"{ratio(m.runs_per_second, base and base.runs_per_second)} {m.p50_run * 1000:6.0f}ms "
             f"{ratio(m.p50_run, base and base.p50_run)} {m.errors:>4} {sum(m.cpu_per_run.values()) * 1000:6.0f}ms | "
-            f"{m.burst_wall:7.2f}s "
+            f"{shown(m.burst_wall, '.2f', 8, 's')} "
             f"{ratio(m.burst_wall, base and base.burst_wall)} {m.burst_errors:>4} | {memory}"
         )
     return "\n".join(lines)
+
+
+def shown(value: float, spec: str, width: int, unit: str = "") -> str:
+    """The value formatted, or `-` where it was not measured (nan: no burst, say), right-aligned in `width`."""
+    text = f"{value:{spec}}{unit}" if value == value else "-"
+    return f"{text:>{width}}"
 
 
 def median_of(values: Sequence[float]) -> float:
@@ -578,7 +584,8 @@ def against_bare(backend: str, args: argparse.Namespace, rounds: list[tuple[list
         return (
             f"{name:<11} {median_of(p50) * 1000:7.1f}ms {spread(p50)} {median_of(rps):7.1f} {spread(rps)} "
             f"{median_of(cpu) * 1000:6.1f}ms {spread(cpu)} "
-            f"{median_of(wall):7.2f}s {spread(wall)} {max(errors):>4} {median_of(memory):6.0f} MB"
+            f"{shown(median_of(wall), '.2f', 8, 's')} {spread(wall)} {max(errors):>4} "
+            f"{shown(median_of(memory), '.0f', 9, ' MB')}"
         )
 
     lines = [
@@ -612,7 +619,8 @@ def against_bare(backend: str, args: argparse.Namespace, rounds: list[tuple[list
         memory = median_of([max(m.burst_memory.values(), default=float("nan")) / b.burst_memory for m, b in ours])
         ratios.append(
             f"{executor.name:<11} p50 c=1 {p50:4.2f}x the bare loop's (goal <= 2.0), runs/s 1/{rps:4.2f} of it "
-            f"(goal >= 1/2.5), burst wall {wall:4.2f}x (goal <= 1.5), peak memory {memory:4.2f}x (goal <= 2.0)"
+            f"(goal >= 1/2.5), burst wall {shown(wall, '.2f', 4, 'x')} (goal <= 1.5), peak memory "
+            f"{shown(memory, '.2f', 4, 'x')} (goal <= 2.0)"
         )
     return "\n".join([*lines, "ratios to the bare loop (medians of the rounds' ratios):", *ratios])
 
