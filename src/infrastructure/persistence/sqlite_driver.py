@@ -170,3 +170,13 @@ class OneHopDbapi(AsyncAdapt_aiosqlite_dbapi):
     def connect(self, *arg: Any, **kw: Any) -> OneHopConnection:
         adapted = super().connect(*arg, **kw)
         return OneHopConnection(self, adapted._connection)
+
+
+def run_here(adapted: Any, operation: str, parameters: Sequence[Any]) -> tuple[list[Any], int]:
+    """A statement of a prepared.py caller run on the event loop's thread, as OneHopCursor runs one that waits for
+    no one (inside a transaction begun as engine.py begins it): its rows and the count of rows it touched."""
+    try:
+        _, rows, rowcount, _ = _execute(adapted._connection._conn, operation, parameters, False)
+    except Exception as error:
+        adapted._handle_exception(error)
+    return rows, rowcount

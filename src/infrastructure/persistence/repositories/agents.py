@@ -11,6 +11,7 @@ from domain.native_tools import ToolRef
 from domain.tools import ToolType
 from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.errors import refused
+from infrastructure.persistence.prepared import Prepared
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import agents
 
@@ -54,7 +55,7 @@ def _values(agent: Agent) -> dict[str, Any]:
     }
 
 
-_GET = select(agents).where(agents.c.org_id == bindparam("p_org"), agents.c.id == bindparam("p_id"))
+_GET = Prepared(select(agents).where(agents.c.org_id == bindparam("p_org"), agents.c.id == bindparam("p_id")))
 
 
 class SqlAgentRepository:
@@ -66,7 +67,7 @@ class SqlAgentRepository:
         await self._write(insert(agents).values(**values), agent.slug)
 
     async def get(self, org_id: OrgId, agent_id: AgentId) -> Agent | None:
-        row = (await self._conn.execute(_GET, {"p_org": org_id, "p_id": agent_id})).first()
+        row = (await self._conn.run(_GET, {"p_org": org_id, "p_id": agent_id})).first()
         return _to_entity(row) if row else None
 
     async def get_by_slug(self, org_id: OrgId, slug: str) -> Agent | None:

@@ -6,6 +6,7 @@ from sqlalchemy import bindparam, insert, select
 from domain.ids import MessageId, OrgId, RunId, ThreadId
 from domain.messages import Message, MessageRole, content_from_dicts, part_to_dict
 from infrastructure.persistence.batching import UnitConnection
+from infrastructure.persistence.prepared import Prepared
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import messages
 
@@ -23,15 +24,16 @@ def _to_entity(row: Any) -> Message:
     )
 
 
-_INSERT = insert(messages)
-_LIST = (
+_INSERT = Prepared(insert(messages))
+_LIST_ALL = (
     select(messages)
     .where(messages.c.org_id == bindparam("p_org"), messages.c.thread_id == bindparam("p_thread"))
     .order_by(messages.c.position)
     .limit(bindparam("p_limit"))
 )
-_LIST_AFTER = _LIST.where(messages.c.position > bindparam("p_after"))
-_LAST = (
+_LIST = Prepared(_LIST_ALL)
+_LIST_AFTER = Prepared(_LIST_ALL.where(messages.c.position > bindparam("p_after")))
+_LAST = Prepared(
     select(messages)
     .where(messages.c.org_id == bindparam("p_org"), messages.c.thread_id == bindparam("p_thread"))
     .order_by(messages.c.position.desc())
@@ -59,7 +61,7 @@ class SqlMessageRepository:
         )
 
     async def last(self, org_id: OrgId, thread_id: ThreadId) -> Message | None:
-        row = (await self._conn.execute(_LAST, {"p_org": org_id, "p_thread": thread_id})).first()
+        row = (await self._conn.run(_LAST, {"p_org": org_id, "p_thread": thread_id})).first()
         return _to_entity(row) if row else None
 
     async def list(
@@ -67,4 +69,4 @@ class SqlMessageRepository:
     ) -> Sequence[Message]:
         params = {"p_org": org_id, "p_thread": thread_id, "p_limit": limit, "p_after": after_position}
         query = _LIST if after_position is None else _LIST_AFTER
-        return [_to_entity(row) for row in await self._conn.execute(query, params)]
+        return [_to_entity(row) for row in await self._conn.run(query, params)]

@@ -24,6 +24,7 @@ from domain.runs import (
 from domain.usage import Usage
 from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.errors import refused
+from infrastructure.persistence.prepared import Prepared
 from infrastructure.persistence.repositories._rows import utc, utc_required
 from infrastructure.persistence.repositories.usage import record_new_steps
 from infrastructure.persistence.run_holders import NOT_HELD_BY_A_LIVE_PROCESS, PROCESS_KEY
@@ -166,31 +167,31 @@ def _values(run: Run) -> dict[str, Any]:
     }
 
 
-# Built once: the statements a run uses many times skip construction and cache-key work on each call.
+# The statements a run uses at every step: compiled once, sent straight to the driver (prepared.py).
 _WHERE = (runs.c.org_id == bindparam("p_org"), runs.c.id == bindparam("p_id"))
-_GET = select(runs).where(*_WHERE)
-_GET_FOR_UPDATE = _GET.with_for_update()
-_SAVE = update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease"))
+_GET = Prepared(select(runs).where(*_WHERE))
+_GET_FOR_UPDATE = Prepared(select(runs).where(*_WHERE).with_for_update())
+_SAVE = Prepared(update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease")))
 _LAST_SEQ_OF_RUN = select(func.max(run_events.c.seq)).where(run_events.c.run_id == runs.c.id).scalar_subquery()
-_CLAIM = (
+_CLAIM = Prepared(
     update(runs)
     .where(*_WHERE)
     .values(lease=runs.c.lease + 1, holder=PROCESS_KEY)
     .returning(*runs.c, _LAST_SEQ_OF_RUN.label("last_event_seq"))
 )
-_INSERT = insert(runs)
-_SAVE_UNLESS_CANCEL = update(runs).where(
-    *_WHERE, runs.c.lease == bindparam("p_lease"), runs.c.cancel_requested == false()
+_INSERT = Prepared(insert(runs))
+_SAVE_UNLESS_CANCEL = Prepared(
+    update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease"), runs.c.cancel_requested == false())
 )
-_HOLD = select(runs.c.lease, runs.c.cancel_requested).where(*_WHERE)
+_HOLD = Prepared(select(runs.c.lease, runs.c.cancel_requested).where(*_WHERE))
 _ACTIVE_IN_THREAD = (
     select(runs)
     .where(runs.c.org_id == bindparam("p_org"), runs.c.thread_id == bindparam("p_thread"), runs.c.status.in_(_ACTIVE))
     .limit(1)
 )
-_EVENT_INSERT = insert(run_events)
-_LAST_SEQ = select(func.max(run_events.c.seq)).where(run_events.c.run_id == bindparam("p_run"))
-_EVENTS = (
+_EVENT_INSERT = Prepared(insert(run_events))
+_LAST_SEQ = Prepared(select(func.max(run_events.c.seq)).where(run_events.c.run_id == bindparam("p_run")))
+_EVENTS = Prepared(
     select(run_events)
     .where(
         run_events.c.org_id == bindparam("p_org"),
@@ -222,18 +223,18 @@ class SqlRunRepository:
             "holder": PROCESS_KEY,
         }
         try:
-            await self._conn.execute(_INSERT, values)
+            await self._conn.run(_INSERT, values)
         except IntegrityError as error:
             raise refused(error, run.idempotency_key or "") from None
 
     async def get(self, org_id: OrgId, run_id: RunId, *, for_update: bool = False) -> Run | None:
         query = _GET_FOR_UPDATE if for_update else _GET
-        row = (await self._conn.execute(query, {"p_org": org_id, "p_id": run_id})).first()
+        row = (await self._conn.run(query, {"p_org": org_id, "p_id": run_id})).first()
         return _to_entity(row) if row else None
 
     async def claim(self, org_id: OrgId, run_id: RunId) -> ClaimedRun | None:
         # One statement: the bump locks the row as SELECT ... FOR UPDATE would, and returns it.
-        row = (await self._conn.execute(_CLAIM, {"p_org": org_id, "p_id": run_id})).first()
+        row = (await self._conn.run(_CLAIM, {"p_org": org_id, "p_id": run_id})).first()
         return ClaimedRun(_to_entity(row), row.last_event_seq or 0) if row else None
 
     async def find_by_idempotency_key(self, org_id: OrgId, key: str) -> Run | None:
@@ -296,17 +297,15 @@ class SqlRunRepository:
 
     async def save(self, run: Run) -> None:
         # The lease check is part of the write: no read first, and the row stays locked until commit.
-        saved = await self._conn.execute(
-            _SAVE, {"p_org": run.org_id, "p_id": run.id, "p_lease": run.lease, **_values(run)}
-        )
+        saved = await self._conn.run(_SAVE, {"p_org": run.org_id, "p_id": run.id, "p_lease": run.lease, **_values(run)})
         if saved.rowcount == 0:
             raise LeaseLost(f"run {run.id} was taken over by another process")
         await record_new_steps(self._conn, run)  # its model calls' usage, with the steps that record it
 
     async def save_unless_cancel_requested(self, run: Run) -> bool:
         params = {"p_org": run.org_id, "p_id": run.id, "p_lease": run.lease, **_values(run)}
-        if (await self._conn.execute(_SAVE_UNLESS_CANCEL, params)).rowcount == 0:
-            held = (await self._conn.execute(_HOLD, {"p_org": run.org_id, "p_id": run.id})).first()
+        if (await self._conn.run(_SAVE_UNLESS_CANCEL, params)).rowcount == 0:
+            held = (await self._conn.run(_HOLD, {"p_org": run.org_id, "p_id": run.id})).first()
             if held is None or held.lease != run.lease:
                 raise LeaseLost(f"run {run.id} was taken over by another process")
             return False  # a cancel was requested: the caller records that instead
@@ -332,7 +331,7 @@ class SqlRunEventRepository:
         )
 
     async def list(self, org_id: OrgId, run_id: RunId, *, after_seq: int = 0) -> Sequence[RunEvent]:
-        rows = await self._conn.execute(_EVENTS, {"p_org": org_id, "p_run": run_id, "p_after": after_seq})
+        rows = await self._conn.run(_EVENTS, {"p_org": org_id, "p_run": run_id, "p_after": after_seq})
         return [
             RunEvent(
                 run_id=RunId(row.run_id),
@@ -344,5 +343,5 @@ class SqlRunEventRepository:
         ]
 
     async def last_seq(self, run_id: RunId) -> int:
-        value = (await self._conn.execute(_LAST_SEQ, {"p_run": run_id})).scalar()
+        value = (await self._conn.run(_LAST_SEQ, {"p_run": run_id})).scalar()
         return int(value or 0)

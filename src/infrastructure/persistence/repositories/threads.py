@@ -7,6 +7,7 @@ from sqlalchemy import bindparam, delete, insert, select, update
 from domain.ids import AgentId, OrgId, ThreadId
 from domain.threads import Thread
 from infrastructure.persistence.batching import UnitConnection
+from infrastructure.persistence.prepared import Prepared
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import threads
 
@@ -24,13 +25,14 @@ def _to_entity(row: Any) -> Thread:
     )
 
 
-# Built once: the statements a run uses many times skip construction and cache-key work on each call.
-_GET = select(threads).where(threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_id"))
-_GET_FOR_UPDATE = _GET.with_for_update()
-_SAVE = update(threads).where(threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_id"))
-_ADVANCE = (
+# The statements a run uses at every step: compiled once, sent straight to the driver (prepared.py).
+_WHERE = (threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_id"))
+_GET = Prepared(select(threads).where(*_WHERE))
+_GET_FOR_UPDATE = Prepared(select(threads).where(*_WHERE).with_for_update())
+_SAVE = Prepared(update(threads).where(*_WHERE))
+_ADVANCE = Prepared(
     update(threads)
-    .where(threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_id"))
+    .where(*_WHERE)
     .values(message_count=threads.c.message_count + 1, updated_at=bindparam("p_now"))
     .returning(*threads.c)
 )
@@ -56,7 +58,7 @@ class SqlThreadRepository:
 
     async def get(self, org_id: OrgId, thread_id: ThreadId, *, for_update: bool = False) -> Thread | None:
         query = _GET_FOR_UPDATE if for_update else _GET
-        row = (await self._conn.execute(query, {"p_org": org_id, "p_id": thread_id})).first()
+        row = (await self._conn.run(query, {"p_org": org_id, "p_id": thread_id})).first()
         return _to_entity(row) if row else None
 
     async def list(
@@ -70,7 +72,7 @@ class SqlThreadRepository:
         return [_to_entity(row) for row in await self._conn.execute(query)]
 
     async def save(self, thread: Thread) -> None:
-        await self._conn.execute(
+        await self._conn.run(
             _SAVE,
             {
                 "p_org": thread.org_id,
@@ -85,7 +87,7 @@ class SqlThreadRepository:
 
     async def advance(self, org_id: OrgId, thread_id: ThreadId, now: datetime) -> Thread | None:
         # One statement: the update locks the row as SELECT ... FOR UPDATE would, and returns it.
-        row = (await self._conn.execute(_ADVANCE, {"p_org": org_id, "p_id": thread_id, "p_now": now})).first()
+        row = (await self._conn.run(_ADVANCE, {"p_org": org_id, "p_id": thread_id, "p_now": now})).first()
         if row is None:
             return None
         thread = _to_entity(row)

@@ -9,9 +9,10 @@ from domain.ids import OrgId
 from domain.runs import Run
 from domain.usage import Usage
 from infrastructure.persistence.batching import UnitConnection
+from infrastructure.persistence.prepared import Prepared
 from infrastructure.persistence.tables import usage_records
 
-_INSERT = insert(usage_records)
+_INSERT = Prepared(insert(usage_records))
 _KEYS = {
     UsageGrouping.DAY: usage_records.c.day,
     UsageGrouping.AGENT: usage_records.c.agent_id,
