@@ -5,6 +5,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
+from uuid import uuid4
 
 import pytest
 from sqlalchemy import text
@@ -12,8 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from application.errors import StorageUnavailable
+from domain.ids import OrgId, RunId
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
+from tests.conftest import as_port
 from tests.databases import backend
 
 pytestmark = pytest.mark.skipif(
@@ -70,5 +73,22 @@ async def test_a_connection_lost_unnoticed_fails_one_use_at_most(database: Datab
         await _backend_of(uow)
 
     replacement, _ = await _backend_of(uow)
+
+    assert replacement != pooled
+
+
+async def test_a_statement_sent_straight_to_the_driver_on_a_lost_connection_is_an_outage(
+    database: Database, database_url: str
+) -> None:
+    """The run's statements go to the driver without SQLAlchemy's execution (persistence/prepared.py): a
+    connection lost under one is still the database unavailable, and is replaced."""
+    with pytest.raises(StorageUnavailable):
+        async with as_port(SqlAlchemyUnitOfWork(database)) as transaction:
+            connection: AsyncConnection = transaction._connection  # type: ignore[attr-defined]
+            pooled = int((await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+            await _terminate(database_url, pooled)
+            await transaction.runs.get(OrgId(uuid4()), RunId(uuid4()))
+
+    replacement, _ = await _backend_of(SqlAlchemyUnitOfWork(database, read_only=True))
 
     assert replacement != pooled

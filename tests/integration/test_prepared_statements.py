@@ -76,21 +76,30 @@ async def test_a_refused_prepared_insert_is_the_error_it_means(container: Contai
 
 
 async def test_what_listens_to_statements_sees_the_prepared_ones(container: Container) -> None:
-    """bench/statements.py counts a run's statements by SQLAlchemy's events."""
+    """bench/statements.py counts a run's statements by SQLAlchemy's events, and the catalog watcher
+    (execution/local_catalog_changes.py) reads the statements executed."""
     _, run = await _stored(container)
-    seen: list[str] = []
+    sent: list[tuple[str, object]] = []
+    executed: list[object] = []
 
-    def _statement(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        seen.append(statement)
+    def _sent(_conn: Any, _cursor: Any, statement: str, _parameters: Any, context: Any, _many: bool) -> None:
+        sent.append((statement, context))
+
+    def _executed(_conn: Any, statement: Any, *_: Any) -> None:
+        executed.append(statement)
 
     engine = container.database().engine.sync_engine
-    event.listen(engine, "before_cursor_execute", _statement)
+    event.listen(engine, "before_cursor_execute", _sent)
+    event.listen(engine, "after_execute", _executed)
     try:
         async with as_port(container.uow()) as uow:
             assert await uow.runs.get(run.org_id, run.id) is not None
     finally:
-        event.remove(engine, "before_cursor_execute", _statement)
-    assert any(statement.startswith("SELECT") and "FROM runs" in statement for statement in seen)
+        event.remove(engine, "before_cursor_execute", _sent)
+        event.remove(engine, "after_execute", _executed)
+    (read,) = [(sql, context) for sql, context in sent if sql.startswith("SELECT") and "FROM runs" in sql]
+    assert read[1] is None  # no SQLAlchemy execution context: sent straight to the driver
+    assert [statement for statement in executed if "runs" in str(statement)]
 
 
 def test_a_statement_whose_values_do_not_all_come_from_its_parameters_cannot_be_prepared() -> None:

@@ -20,7 +20,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.util import find_tables
 
-from infrastructure.persistence.prepared import THROUGH_SQLALCHEMY, Driver, Prepared, Rows, driver_of, wrapped
+from infrastructure.persistence.prepared import (
+    THROUGH_SQLALCHEMY,
+    Driver,
+    Prepared,
+    Rows,
+    driver_of,
+    raise_as_sqlalchemy,
+)
 
 Parameters = Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
 
@@ -100,7 +107,8 @@ class UnitConnection:
     async def _run(self, prepared: Prepared, parameters: Mapping[str, Any]) -> Rows:
         if self._driver is None:
             self._driver = await driver_of(self._connection)
-        if self._driver is THROUGH_SQLALCHEMY:
+        if self._driver is THROUGH_SQLALCHEMY or not self._connection.in_transaction():
+            # (after a commit, SQLAlchemy begins a transaction of its own: a statement never runs outside one)
             result = await self._connection.execute(prepared.statement, parameters)
             return Rows(list(result) if result.returns_rows else [], result.rowcount)
         compiled = prepared.compiled(self.dialect, tuple(parameters))
@@ -111,8 +119,10 @@ class UnitConnection:
             announced.dispatch.before_cursor_execute(announced, None, compiled.sql, arguments, None, False)
         try:
             fetched, rowcount = await self._driver(compiled.sql, arguments)
-        except Exception as error:
-            raise wrapped(error, self.dialect, compiled.sql, arguments) from error
+        except self.dialect.loaded_dbapi.Error as error:
+            # Raised as SQLAlchemy raises it, a lost connection invalidated with its pool (errors.py: an outage).
+            await self._connection.run_sync(raise_as_sqlalchemy, error, compiled.sql, arguments)
+            raise  # not reached: raise_as_sqlalchemy raises
         if announced is not None:
             announced.dispatch.after_execute(announced, prepared.statement, (), parameters, {}, None)
         return Rows(compiled.rows(fetched), rowcount)

@@ -4,8 +4,9 @@ Through SQLAlchemy a statement costs about 100 us of CPU beyond the driver's (it
 switch, a result with its metadata): more than SQLite takes to run it, and twice what asyncpg takes to send it.
 A `Prepared` statement is compiled by SQLAlchemy once per dialect and set of parameter names, with the bind and
 result processors of its columns' types; each use only converts its values and runs the SQL on the transaction's
-driver connection. Same SQL, same values, same transaction, same errors (wrapped as SQLAlchemy wraps them, so
-errors.py reads them alike); SQLAlchemy's statement events are announced too (what listens to them sees these).
+driver connection. Same SQL, same values, same transaction, same errors (handled as SQLAlchemy handles them, a
+lost connection invalidated, so errors.py reads them alike); SQLAlchemy's statement events are announced too (what
+listens to them sees these).
 
 Only statements whose values all come from their parameters qualify: no value a column default computes in
 Python, no expanding IN list; compiling any other raises at once.
@@ -14,10 +15,10 @@ Python, no expanding IN list; compiling any other raises at once.
 import operator
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
+from sqlalchemy.engine import Connection
 from sqlalchemy.engine.interfaces import Dialect
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -88,7 +89,7 @@ class _Compiled:
         self._results: tuple[Processor, ...] | None = results if any(results) else None
 
     def arguments(self, parameters: Mapping[str, Any]) -> list[Any]:
-        values = self._compiled.construct_params(parameters)
+        values = self._compiled.construct_params(parameters, escape_names=False)  # as positiontup names them
         return [
             values[name] if bind is None else bind(values[name])
             for name, bind in zip(self._names, self._binds, strict=True)
@@ -114,12 +115,15 @@ class Prepared:
 
     def __init__(self, statement: Executable) -> None:
         self.statement = statement
-        self._compiled: dict[tuple[str, tuple[str, ...]], _Compiled] = {}
+        self._compiled: dict[tuple[type[Dialect], Any, tuple[str, ...]], _Compiled] = {}
 
     def compiled(self, dialect: Dialect, keys: tuple[str, ...]) -> _Compiled:
-        found = self._compiled.get((dialect.name, keys))
+        """For one kind of dialect and server version (engines made as engine.py makes them differ in nothing
+        else that compiling or converting reads), and one set of parameter names."""
+        key = (type(dialect), dialect.server_version_info, keys)
+        found = self._compiled.get(key)
         if found is None:
-            found = self._compiled[(dialect.name, keys)] = _Compiled(self.statement, dialect, keys)
+            found = self._compiled[key] = _Compiled(self.statement, dialect, keys)
         return found
 
 
@@ -166,9 +170,9 @@ async def driver_of(connection: AsyncConnection) -> Driver:
     return on_asyncpg
 
 
-def wrapped(error: Exception, dialect: Dialect, sql: str, arguments: list[Any]) -> Exception:
-    """The driver's error as SQLAlchemy raises it (IntegrityError, OperationalError, ...); others as they are."""
-    base = dialect.loaded_dbapi.Error
-    if not isinstance(error, base):
-        return error
-    return DBAPIError.instance(sql, arguments, error, base, dialect=dialect)
+def raise_as_sqlalchemy(connection: Connection, error: Exception, sql: str, arguments: list[Any]) -> NoReturn:
+    """The driver's error raised as SQLAlchemy raises it for a statement it executed (IntegrityError,
+    OperationalError, ...; a lost connection invalidated, with the pool); run in SQLAlchemy's greenlet
+    (`AsyncConnection.run_sync`)."""
+    connection._handle_dbapi_exception(error, sql, arguments, None, None)
+    raise error  # not reached: SQLAlchemy raises its own
