@@ -153,8 +153,8 @@ async def test_a_unit_storing_a_long_conversation_at_once_stores_all_of_it(conta
 async def test_a_step_whose_unit_was_rolled_back_reaches_the_usage_ledger_with_the_next_save(
     container: Container,
 ) -> None:
-    """A run saved in a unit of work that does not commit (its step's usage row with it), then saved again: the
-    ledger counts the step once."""
+    """A run saved in a unit of work that does not commit (its step's usage row with it), then saved again, and
+    again as if the step were not in the ledger: the ledger counts the step once."""
     thread = await _stored_thread(container)
     agent = builders.agent(thread.org_id)
     run = builders.run(thread.org_id, thread.id, agent.id)
@@ -181,6 +181,10 @@ async def test_a_step_whose_unit_was_rolled_back_reaches_the_usage_ledger_with_t
         await uow.commit()
     async with as_port(container.uow()) as uow:
         await uow.runs.save(run)  # nothing new to add
+        await uow.commit()
+    run.steps_in_ledger = 0  # as after a COMMIT whose answer was lost: stored, though counted out
+    async with as_port(container.uow()) as uow:
+        await uow.runs.save(run)
         await uow.commit()
         (line,) = await uow.usage.totals(thread.org_id, first_day=NOW.date(), last_day=NOW.date(), group_by=None)
     assert (line.model_calls, line.usage.input_tokens, line.usage.output_tokens) == (1, 7, 3)

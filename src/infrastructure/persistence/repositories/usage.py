@@ -2,7 +2,8 @@ from collections.abc import Sequence
 from datetime import UTC, date
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select
+from sqlalchemy import bindparam, func, select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from application.ports.persistence import UsageGrouping, UsageLine
 from domain.ids import OrgId
@@ -12,7 +13,12 @@ from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.prepared import Prepared
 from infrastructure.persistence.tables import usage_records
 
-_INSERT = Prepared(insert(usage_records))
+_INSERTS = {
+    # A step in the ledger already is left as it is: after a COMMIT whose answer was lost, the run may count the
+    # step out (see record_new_steps) although it was stored.
+    "postgresql": Prepared(postgresql.insert(usage_records).on_conflict_do_nothing()),
+    "sqlite": Prepared(sqlite.insert(usage_records).on_conflict_do_nothing()),
+}
 _KEYS = {
     UsageGrouping.DAY: usage_records.c.day,
     UsageGrouping.AGENT: usage_records.c.agent_id,
@@ -41,7 +47,7 @@ async def record_new_steps(connection: UnitConnection, run: Run) -> None:
     if not new:
         return
     await connection.later(
-        _INSERT,
+        _INSERTS[connection.dialect.name],
         [
             {
                 "run_id": run.id,
