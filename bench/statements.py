@@ -4,8 +4,9 @@ the server sends counted (SQLAlchemy engine events in the server process).
     .venv/bin/python -m bench.statements [--backend sqlite|postgresql] [--runs 20]
 
 Prints, per run, the statements (BEGIN, COMMIT and ROLLBACK included, whether SQLAlchemy or the driver issues
-them), the transactions, the connections checked out of the pool, and the statements by kind; then the last
-run's statements in the order they were sent, one transaction per line.
+them; on PostgreSQL only those the driver sent: a unit of work whose one statement went alone sends neither, and
+shows as `(alone)`), the transactions, the connections checked out of the pool, and the statements by kind; then
+the last run's statements in the order they were sent, one transaction per line.
 
 The server runs under `python -m bench.statements --serve ...` (THREADLINE_BENCH_SERVER_PREFIX), which counts
 and writes the counts to THREADLINE_BENCH_COUNTS on SIGUSR1.
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 _COUNTS_FILE = "THREADLINE_BENCH_COUNTS"
+_ALONE = "(alone)"
+"""Where a transaction ended that sent neither BEGIN nor COMMIT (its one statement, or nothing, went alone)."""
 
 
 def _kind(statement: str) -> str:
@@ -41,7 +44,7 @@ def _transactions(kinds: list[str]) -> list[list[str]]:
     transactions: list[list[str]] = [[]]
     for kind in kinds:
         transactions[-1].append(kind)
-        if kind in ("COMMIT", "ROLLBACK"):
+        if kind in ("COMMIT", "ROLLBACK", _ALONE):
             transactions.append([])
     return [transaction for transaction in transactions if transaction]
 
@@ -63,24 +66,37 @@ def serve_counting(argv: list[str]) -> None:
         counts[f"kind: {_kind(statement)}"] += 1
         sequence.append(_kind(statement))
 
+    begun: dict[int, int] = {}  # connection -> where its BEGIN is in the sequence
+
     @event.listens_for(Engine, "begin")
-    def _begin(_conn: Any) -> None:
+    def _begin(conn: Any) -> None:
         counts["statements"] += 1
         counts["transactions"] += 1
         counts["kind: BEGIN"] += 1
+        begun[id(conn)] = len(sequence)
         sequence.append("BEGIN")
 
-    @event.listens_for(Engine, "commit")
-    def _commit(_conn: Any) -> None:
+    def _ended(conn: Any, kind: str) -> None:
+        # asyncpg's adapter sends BEGIN with the transaction's first statement: none sent, no BEGIN, nor an end.
+        at = begun.pop(id(conn), None)
+        if getattr(conn.connection.dbapi_connection, "_transaction", True) is None:
+            counts["statements"] -= 1
+            counts["kind: BEGIN"] -= 1
+            if at is not None and at < len(sequence) and sequence[at] == "BEGIN":
+                del sequence[at]
+            sequence.append(_ALONE)
+            return
         counts["statements"] += 1
-        counts["kind: COMMIT"] += 1
-        sequence.append("COMMIT")
+        counts[f"kind: {kind}"] += 1
+        sequence.append(kind)
+
+    @event.listens_for(Engine, "commit")
+    def _commit(conn: Any) -> None:
+        _ended(conn, "COMMIT")
 
     @event.listens_for(Engine, "rollback")
-    def _rollback(_conn: Any) -> None:
-        counts["statements"] += 1
-        counts["kind: ROLLBACK"] += 1
-        sequence.append("ROLLBACK")
+    def _rollback(conn: Any) -> None:
+        _ended(conn, "ROLLBACK")
 
     @event.listens_for(Pool, "checkout")
     def _checkout(*_: Any) -> None:

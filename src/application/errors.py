@@ -44,6 +44,10 @@ class LeaseLost(Conflict):
     """Another process took over the run this one executes: this one's writes are refused, and it stops."""
 
 
+class CancelRequested(Conflict):
+    """A cancel of the run was requested meanwhile: the write that would have gone on with it is refused."""
+
+
 class NotAuthenticated(ApplicationError):
     """No valid API key was presented."""
 

@@ -44,11 +44,12 @@ async def fill(container: Container, tenant: Tenant, thread: dict[str, Any], exc
     org_id, thread_id = OrgId(UUID(tenant.id)), ThreadId(UUID(thread["id"]))
     now, ids = container.clock().now() - timedelta(hours=1), container.ids()
     async with as_port(container.uow()) as uow:
+        stored = await uow.threads.get(org_id, thread_id, for_update=True)
+        assert stored is not None
         for n in range(exchanges):
             for role, content in exchange(n):
-                stored = await uow.threads.advance(org_id, thread_id, now)
-                assert stored is not None
                 await uow.messages.add(stored.append(role, content, message_id=MessageId(ids.new()), now=now))
+        await uow.threads.save(stored)
         await uow.commit()
 
 

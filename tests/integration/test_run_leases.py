@@ -76,6 +76,9 @@ async def test_a_run_taken_over_while_its_holder_waits_for_the_model_keeps_the_n
 
     assert late.status is RunStatus.COMPLETED and late.lease == second.lease  # the run as the new holder left it
     assert await texts(container, thread) == [("user", "hello"), ("assistant", "You said: hello")]
+    async with as_port(container.uow()).read_only() as uow:
+        counted = await uow.threads.get(thread.org_id, thread.id)
+    assert counted is not None and counted.message_count == 2  # nor counted a message of its own
     # The new holder announced that the run went on; the first one's late answer stored nothing.
     assert await stored_events(container, run) == ["run.created", "run.in_progress", "run.in_progress", "run.completed"]
     assert all(r.levelno < logging.ERROR for r in caplog.records)
@@ -99,6 +102,7 @@ async def test_a_write_with_an_older_lease_is_refused_and_leaves_the_run_as_stor
     with pytest.raises(LeaseLost):
         async with as_port(container.uow()) as uow:
             await uow.runs.save(held)
+            await uow.commit()
     async with as_port(container.uow()).read_only() as uow:
         stored = await uow.runs.get(run.org_id, run.id)
     assert stored is not None and stored.warnings == () and stored.lease == taken.lease
@@ -138,4 +142,5 @@ async def test_a_write_unless_cancelled_with_an_older_lease_is_refused(container
         await uow.commit()
     with pytest.raises(LeaseLost):
         async with as_port(container.uow()) as uow:
-            await uow.runs.save_unless_cancel_requested(held)
+            await uow.runs.save(held, unless_cancel_requested=True)
+            await uow.commit()

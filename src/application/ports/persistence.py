@@ -27,6 +27,8 @@ class ClaimedRun:
     run: Run
     last_event_seq: int
     """The number of the run's last stored event (0: none), read with the claim."""
+    thread_messages: int
+    """The count of its thread's messages, read with the claim."""
 
 
 class OrganizationRepository(Protocol):
@@ -74,9 +76,9 @@ class ThreadRepository(Protocol):
         self, org_id: OrgId, *, limit: int, after: ThreadId | None, agent_id: AgentId | None = None
     ) -> Sequence[Thread]: ...
     async def save(self, thread: Thread) -> None: ...
-    async def advance(self, org_id: OrgId, thread_id: ThreadId, now: datetime) -> Thread | None:
-        """Lock the thread and store it with one more message (its count, and `now` as its time), in one write:
-        the thread as it was, for the caller to append that one message to (Thread.append numbers it)."""
+    async def counted(self, org_id: OrgId, thread_id: ThreadId, message_count: int, now: datetime) -> None:
+        """Store the thread's count of messages and `now` as its time, with the unit of work's writes: a run
+        appended a message (it numbers its thread's messages itself: the only writer while it is active)."""
         ...
 
     async def delete(self, org_id: OrgId, thread_id: ThreadId) -> None: ...
@@ -301,15 +303,13 @@ class RunRepository(Protocol):
         of whoever held it before are refused from now on; with the number of its last stored event."""
         ...
 
-    async def save(self, run: Run) -> None:
-        """Store the run's state if `run.lease` is still its stored lease; raises LeaseLost otherwise (another
-        process claimed the run since it was read). Whether a cancel was requested is stored only by
-        `request_cancel`, so a run that executes never overwrites a cancel asked for meanwhile."""
-        ...
-
-    async def save_unless_cancel_requested(self, run: Run) -> bool:
-        """`save`, unless a cancel of the run was requested meanwhile: then nothing is written and the answer is
-        False. Raises LeaseLost like `save`. One statement when no cancel was requested."""
+    async def save(self, run: Run, *, unless_cancel_requested: bool = False) -> None:
+        """Store the run's state, with the unit of work's writes, if `run.lease` is still its stored lease; raises
+        LeaseLost otherwise (another process claimed the run since it was read). With `unless_cancel_requested`,
+        raises CancelRequested instead if a cancel of the run was requested meanwhile. Either is raised here or
+        when the unit of work commits, and then nothing of the unit of work is written. Whether a cancel was
+        requested is stored only by `request_cancel`, so a run that executes never overwrites a cancel asked for
+        meanwhile."""
         ...
 
     async def request_cancel(self, org_id: OrgId, run_id: RunId) -> None: ...

@@ -54,6 +54,13 @@ class RunEventStream:
             last_seq = await uow.run_events.last_seq(run_id)
         return cls(org_id, run_id, last_seq + UNSTORED_SEQS if past_unstored else last_seq, bus, clock)
 
+    def mark(self) -> tuple[int, int]:
+        """Where the numbering stands, to `rewind` to when nothing numbered since was stored or published."""
+        return self._seq, self._stored
+
+    def rewind(self, mark: tuple[int, int]) -> None:
+        self._seq, self._stored = mark
+
     def make(self, payload: RunEventPayload) -> RunEvent:
         self._seq += 1
         return RunEvent(run_id=self._run_id, seq=self._seq, payload=payload, created_at=self._clock.now())

@@ -81,6 +81,7 @@ class ExecuteRun:
             run=began.run,
             agent=began.agent,
             history=began.history,
+            thread_messages=began.thread_messages,
             events=began.events,
             history_summary=began.summary,
             trace=self._trace(began),

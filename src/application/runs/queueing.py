@@ -76,7 +76,9 @@ async def queue_run(
         await uow.run_events.add(created, run.org_id)
         return Queued(run=run, events=(created,))
     history = new_messages if len(new_messages) == thread.message_count else None  # else older ones are read
-    began, started = await begin_new(uow, run, created, agent, start_on, clock, history=history)
+    began, started = await begin_new(
+        uow, run, created, agent, start_on, clock, thread_messages=thread.message_count, history=history
+    )
     return Queued(run=run, events=(created, started), began=began)
 
 

@@ -29,7 +29,7 @@ from copy import copy
 from dataclasses import dataclass
 from datetime import datetime
 
-from application.errors import LeaseLost, RunNotFound, ThreadNotFound
+from application.errors import CancelRequested, LeaseLost, RunNotFound
 from application.ports.execution import RunEventBus
 from application.ports.llm import ModelToolCall
 from application.ports.persistence import HistorySummary, UnitOfWork
@@ -72,6 +72,8 @@ class Began:
     run: Run
     agent: Agent
     history: list[Message]
+    thread_messages: int
+    """The count of its thread's messages (see RunState)."""
     events: RunEventStream
     summary: HistorySummary | None = None
     """The thread's summary of its oldest messages, read when the agent summarizes what requests leave out"""
@@ -85,12 +87,13 @@ async def begin_new(
     bus: RunEventBus,
     clock: Clock,
     *,
+    thread_messages: int,
     history: Sequence[Message] | None = None,
 ) -> tuple[Began, RunEvent]:
     """Inside the unit of work that queues a run this process executes at once: the run is stored as `begin`
     would leave it (claimed, in_progress, with its run.in_progress event after `created`), and what its loop
-    needs is read in the same transaction (its thread's messages, unless the caller knows them all: `history`).
-    The caller commits, then publishes `created` and the event returned."""
+    needs is read in the same transaction (its thread's messages, unless the caller knows them all: `history`;
+    `thread_messages` is their count). The caller commits, then publishes `created` and the event returned."""
     run.start(clock.now())
     run.lease += 1  # claimed, as `begin` claims a queued run
     await uow.runs.add(run)
@@ -98,7 +101,10 @@ async def begin_new(
     events = RunEventStream(run.org_id, run.id, created.seq, bus, clock)
     started = await events.record(uow, RunInProgress.of(run))
     history, summary = await _context(uow, run, agent, history)
-    return Began(run=run, agent=agent, history=history, events=events, summary=summary), started
+    began = Began(
+        run=run, agent=agent, history=history, thread_messages=thread_messages, events=events, summary=summary
+    )
+    return began, started
 
 
 async def _context(
@@ -161,7 +167,14 @@ class RunRecorder:
         await events.publish(*recorded)
         if agent is None or run.status is not RunStatus.IN_PROGRESS:
             return run
-        return Began(run=run, agent=agent, history=history, events=events, summary=summary)
+        return Began(
+            run=run,
+            agent=agent,
+            history=history,
+            thread_messages=claimed.thread_messages,
+            events=events,
+            summary=summary,
+        )
 
     def _starting(self, run: Run, agent: Agent | None) -> RunEventPayload | None:
         now = self._clock.now()
@@ -181,32 +194,48 @@ class RunRecorder:
         (someone asked meanwhile), or goes on to its tool calls."""
         run, response = state.run, answer.response
         step = self._step(state, answer)
+        now = self._clock.now()
+        run.record_step(step, now)
+        going_on = copy(run)  # as it goes on, unless a cancel requested meanwhile wins
+        payloads: list[RunEventPayload]
+        if response.tool_calls:
+            outcome, payloads = StepOutcome.CONTINUE, [_started(state, c) for c in response.tool_calls]
+        else:
+            going_on.complete(now)
+            outcome, payloads = StepOutcome.FINISHED, [run_ended(going_on, response.text)]
+        trimmed = _trimmed(step, answer)
+        mark = state.events.mark()
+        try:
+            await self._store_answer(state, going_on, answer, [*trimmed, *payloads], now, unless_cancel_requested=True)
+        except CancelRequested:  # nothing of it was written: the answer is stored with the run cancelled
+            state.events.rewind(mark)
+            run.cancel(now)
+            await self._store_answer(state, run, answer, [*trimmed, run_ended(run)], now)
+            return StepOutcome.CANCELLED
+        state.run = going_on
+        return outcome
+
+    async def _store_answer(
+        self,
+        state: RunState,
+        run: Run,
+        answer: ModelAnswer,
+        payloads: list[RunEventPayload],
+        now: datetime,
+        *,
+        unless_cancel_requested: bool = False,
+    ) -> None:
         async with self._uow as uow:
-            now = self._clock.now()
-            run.record_step(step, now)
-            payloads: list[RunEventPayload]
-            going_on = copy(run)  # as it goes on, unless a cancel requested meanwhile wins
-            if response.tool_calls:
-                outcome, payloads = StepOutcome.CONTINUE, [_started(state, c) for c in response.tool_calls]
-            else:
-                going_on.complete(now)
-                outcome, payloads = StepOutcome.FINISHED, [run_ended(going_on, response.text)]
-            # First, and refused if the run was taken over, before anything else is written.
-            if await uow.runs.save_unless_cancel_requested(going_on):
-                state.run = run = going_on
-            else:
-                run.cancel(now)
-                outcome, payloads = StepOutcome.CANCELLED, [run_ended(run)]
-                await uow.runs.save(run)
-            payloads = [*_trimmed(step, answer), *payloads]
+            # First: refused if the run was taken over (or, with unless_cancel_requested, if a cancel was asked
+            # meanwhile), and then nothing else is written.
+            await uow.runs.save(run, unless_cancel_requested=unless_cancel_requested)
             if answer.summary is not None:  # made for this step's request: later runs build on it
                 await uow.thread_summaries.save(run.org_id, run.thread_id, answer.summary, now=now)
-            message = await self._append(uow, run, MessageRole.ASSISTANT, _answer_content(answer), answer.message_id)
+            message = await self._append(uow, state, MessageRole.ASSISTANT, _answer_content(answer), answer.message_id)
             recorded = [await state.events.record(uow, p) for p in payloads]
             await uow.commit()
-        state.history.append(message)
+        self._appended(state, message)
         await state.events.publish(*recorded)
-        return outcome
 
     @staticmethod
     def _step(state: RunState, answer: ModelAnswer) -> RunStep:
@@ -248,14 +277,14 @@ class RunRecorder:
             waits = bool(pending or questions)
             if waits:
                 run.require_action(pending, now, questions)
-            await uow.runs.save(run)  # first: refused if the run was taken over, before anything else is written
+            await uow.runs.save(run)  # first: refused if the run was taken over, and then nothing else is written
             for event in results.completed:
                 await uow.run_events.add(event, run.org_id)
-            message = await self._append(uow, run, MessageRole.TOOL, content) if content else None
+            message = await self._append(uow, state, MessageRole.TOOL, content) if content else None
             recorded = [await state.events.record(uow, RunRequiresAction.of(run))] if waits else []
             await uow.commit()
         if message is not None:
-            state.history.append(message)
+            self._appended(state, message)
         await state.events.publish(*recorded)
         return StepOutcome.WAIT_FOR_CLIENT if waits else StepOutcome.CONTINUE
 
@@ -310,19 +339,31 @@ class RunRecorder:
     async def _append(
         self,
         uow: UnitOfWork,
-        run: Run,
+        state: RunState,
         role: MessageRole,
         content: tuple[ContentPart, ...],
         message_id: MessageId | None = None,
     ) -> Message:
-        now = self._clock.now()
-        thread = await uow.threads.advance(run.org_id, run.thread_id, now)  # stored with the message counted
-        if thread is None:
-            raise ThreadNotFound("the run's thread was deleted")
-        new_id = message_id or MessageId(self._ids.new())
-        message = thread.append(role, content, message_id=new_id, now=now, run_id=run.id)
+        """The run's next message in its thread, stored with the unit of work (counted by `_appended` once it is)."""
+        run, now = state.run, self._clock.now()
+        message = Message(
+            id=message_id or MessageId(self._ids.new()),
+            org_id=run.org_id,
+            thread_id=run.thread_id,
+            run_id=run.id,
+            role=role,
+            content=content,
+            position=state.thread_messages + 1,
+            created_at=now,
+        )
+        await uow.threads.counted(run.org_id, run.thread_id, message.position, now)
         await uow.messages.add(message)
         return message
+
+    @staticmethod
+    def _appended(state: RunState, message: Message) -> None:
+        state.thread_messages = message.position
+        state.history.append(message)
 
 
 def _answer_content(answer: ModelAnswer) -> tuple[ContentPart, ...]:

@@ -34,6 +34,9 @@ class RunState:
     agent: Agent
     history: list[Message]
     """The thread's messages, read once when the run starts; each step appends what it stores."""
+    thread_messages: int
+    """The count of its thread's messages: the run numbers those it appends (while it is active, it is the thread's
+    only writer), read when it starts; each step counts what it stores."""
     events: RunEventStream
     trace: RunTrace
     tools: AssembledTools = field(default_factory=AssembledTools)

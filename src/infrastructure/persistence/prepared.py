@@ -127,10 +127,10 @@ class Prepared:
         return found
 
 
-Driver = Callable[[str, list[Any]], Awaitable[tuple[Sequence[Any], int]]]
+Driver = Callable[[str, list[Any], bool], Awaitable[tuple[Sequence[Any], int]]]
 
 
-async def _through_sqlalchemy(_sql: str, _arguments: list[Any]) -> tuple[Sequence[Any], int]:
+async def _through_sqlalchemy(_sql: str, _arguments: list[Any], _begin: bool) -> tuple[Sequence[Any], int]:
     raise NotImplementedError  # a marker: see driver_of
 
 
@@ -139,24 +139,26 @@ THROUGH_SQLALCHEMY: Driver = _through_sqlalchemy
 
 
 async def driver_of(connection: AsyncConnection) -> Driver:
-    """How the transaction's driver connection runs one statement: `await driver(sql, arguments)` gives the rows
-    and the count of rows touched, or raises the driver's error as its DBAPI adapter raises it."""
+    """How the transaction's driver connection runs one statement: `await driver(sql, arguments, begin)` gives the
+    rows and the count of rows touched, or raises the driver's error as its DBAPI adapter raises it. With `begin`
+    false and no statement sent in the transaction yet, the statement goes alone, outside a transaction (it is
+    the whole of it: the commit has nothing to send)."""
     dialect = connection.dialect
     if dialect.driver not in ("aiosqlite", "asyncpg"):
         return THROUGH_SQLALCHEMY
     adapted = (await connection.get_raw_connection()).dbapi_connection
     if dialect.name == "sqlite":
 
-        async def on_sqlite(sql: str, arguments: list[Any]) -> tuple[Sequence[Any], int]:
+        async def on_sqlite(sql: str, arguments: list[Any], _begin: bool) -> tuple[Sequence[Any], int]:
             return run_here(adapted, sql, arguments)
 
         return on_sqlite
 
-    async def on_asyncpg(sql: str, arguments: list[Any]) -> tuple[Sequence[Any], int]:
+    async def on_asyncpg(sql: str, arguments: list[Any], begin: bool) -> tuple[Sequence[Any], int]:
         # As SQLAlchemy's asyncpg adapter runs a statement: its transaction begun with the first one, the
         # statement prepared once per connection, its command tag read for the rows it touched.
         async with adapted._execute_mutex:  # type: ignore[union-attr]
-            if adapted._transaction is None:  # type: ignore[union-attr]
+            if begin and adapted._transaction is None:  # type: ignore[union-attr]
                 await adapted._start_transaction()  # type: ignore[union-attr]
             try:
                 statement, _ = await adapted._prepare(sql, dialect._invalidate_schema_cache_asof)  # type: ignore[union-attr, attr-defined]

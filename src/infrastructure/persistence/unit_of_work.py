@@ -61,7 +61,7 @@ class Transaction:
     async def commit(self) -> None:
         if self._read_only:
             raise RuntimeError("a read-only unit of work cannot commit")
-        await self._writes.flush()
+        await self._writes.flush(last=True)
         await self._connection.commit()
         self._writes.committed()
         await self._turn.aclose()  # the next writer may begin: this one has ended

@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from application.errors import IdempotencyConflict, LeaseLost, SlugTaken, StorageUnavailable
+from application.errors import CancelRequested, IdempotencyConflict, LeaseLost, SlugTaken, StorageUnavailable
 from application.ports.persistence import (
     AgentRepository,
     ApiKeyRepository,
@@ -234,12 +234,10 @@ class FakeThreads:
     async def save(self, thread: Thread) -> None:
         self.table.put(thread.id, thread)
 
-    async def advance(self, org_id: OrgId, thread_id: ThreadId, now: datetime) -> Thread | None:
+    async def counted(self, org_id: OrgId, thread_id: ThreadId, message_count: int, now: datetime) -> None:
         thread = await self.get(org_id, thread_id)
-        if thread is None:
-            return None
-        self.table.put(thread_id, replace(thread, message_count=thread.message_count + 1, updated_at=now))
-        return thread
+        if thread is not None:
+            self.table.put(thread_id, replace(thread, message_count=message_count, updated_at=now))
 
     async def delete(self, org_id: OrgId, thread_id: ThreadId) -> None:
         if await self.get(org_id, thread_id) is None:
@@ -456,8 +454,8 @@ def _summary(source: Source) -> SourceSummary:
 
 
 class FakeRuns:
-    def __init__(self, table: Table[RunId, Run], events: "FakeRunEvents") -> None:
-        self.table, self._events = table, events
+    def __init__(self, table: Table[RunId, Run], events: "FakeRunEvents", threads: Table[ThreadId, Thread]) -> None:
+        self.table, self._events, self._threads = table, events, threads
 
     async def add(self, run: Run) -> None:
         key = run.idempotency_key
@@ -516,12 +514,15 @@ class FakeRuns:
             return None
         found.lease += 1
         self.table.put(run_id, found)
-        return ClaimedRun(found, await self._events.last_seq(run_id))
+        thread = self._threads.get(found.thread_id)
+        return ClaimedRun(found, await self._events.last_seq(run_id), thread.message_count if thread else 0)
 
-    async def save(self, run: Run) -> None:
+    async def save(self, run: Run, *, unless_cancel_requested: bool = False) -> None:
         stored = self.table.get(run.id)
         if stored is not None and stored.lease != run.lease:
             raise LeaseLost(f"run {run.id} was taken over by another process")
+        if unless_cancel_requested and stored is not None and stored.cancel_requested:
+            raise CancelRequested(f"a cancel of run {run.id} was requested")
         cancel_requested = stored.cancel_requested if stored is not None else run.cancel_requested
         self.table.put(run.id, replace(run, cancel_requested=cancel_requested))
 
@@ -529,13 +530,6 @@ class FakeRuns:
         stored = await self.get(org_id, run_id)
         if stored is not None:
             self.table.put(run_id, replace(stored, cancel_requested=True))
-
-    async def save_unless_cancel_requested(self, run: Run) -> bool:
-        stored = self.table.get(run.id)
-        if stored is not None and stored.lease == run.lease and stored.cancel_requested:
-            return False
-        await self.save(run)
-        return True
 
 
 class FakeRunEvents:
@@ -672,19 +666,19 @@ class FakeUnitOfWork:
         self._read_only = read_only
         self._tables: list[Table[Any, Any]] = []
         s = self.store
-        messages = self._table(s.messages)
+        messages, threads = self._table(s.messages), self._table(s.threads)
         self.organizations: OrganizationRepository = FakeOrganizations(self._table(s.organizations))
         self.api_keys: ApiKeyRepository = FakeApiKeys(self._table(s.api_keys))
         self.agents: AgentRepository = FakeAgents(self._table(s.agents))
         self.messages: MessageRepository = FakeMessages(messages)
-        self.threads: ThreadRepository = FakeThreads(self._table(s.threads), messages)
+        self.threads: ThreadRepository = FakeThreads(threads, messages)
         self.integrations: McpIntegrationRepository = FakeIntegrations(self._table(s.integrations))
         self.sources: SourceRepository = FakeSources(self._table(s.sources))
         self.passages: PassageRepository = FakePassages(self._table(s.passages))
         self.passage_vectors: PassageVectorRepository = FakePassageVectors(self._table(s.passages))
         self.thread_summaries: ThreadSummaryRepository = FakeThreadSummaries(self._table(s.thread_summaries))
         run_events = FakeRunEvents(self._table(s.run_events))
-        self.runs: RunRepository = FakeRuns(self._table(s.runs), run_events)
+        self.runs: RunRepository = FakeRuns(self._table(s.runs), run_events, threads)
         self.run_events: RunEventRepository = run_events
         self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))
         self.argument_values: ArgumentValueRepository = FakeArgumentValues(self._table(s.argument_values))

@@ -30,11 +30,8 @@ _WHERE = (threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_i
 _GET = Prepared(select(threads).where(*_WHERE))
 _GET_FOR_UPDATE = Prepared(select(threads).where(*_WHERE).with_for_update())
 _SAVE = Prepared(update(threads).where(*_WHERE))
-_ADVANCE = Prepared(
-    update(threads)
-    .where(*_WHERE)
-    .values(message_count=threads.c.message_count + 1, updated_at=bindparam("p_now"))
-    .returning(*threads.c)
+_COUNTED = Prepared(
+    update(threads).where(*_WHERE).values(message_count=bindparam("p_count"), updated_at=bindparam("p_now"))
 )
 
 
@@ -85,14 +82,8 @@ class SqlThreadRepository:
             },
         )
 
-    async def advance(self, org_id: OrgId, thread_id: ThreadId, now: datetime) -> Thread | None:
-        # One statement: the update locks the row as SELECT ... FOR UPDATE would, and returns it.
-        row = (await self._conn.run(_ADVANCE, {"p_org": org_id, "p_id": thread_id, "p_now": now})).first()
-        if row is None:
-            return None
-        thread = _to_entity(row)
-        thread.message_count -= 1  # as it was: the caller's Thread.append counts the message again
-        return thread
+    async def counted(self, org_id: OrgId, thread_id: ThreadId, message_count: int, now: datetime) -> None:
+        await self._conn.later(_COUNTED, {"p_org": org_id, "p_id": thread_id, "p_count": message_count, "p_now": now})
 
     async def delete(self, org_id: OrgId, thread_id: ThreadId) -> None:
         await self._conn.execute(delete(threads).where(threads.c.org_id == org_id, threads.c.id == thread_id))
