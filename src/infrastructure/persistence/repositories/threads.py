@@ -69,7 +69,7 @@ class SqlThreadRepository:
         return [_to_entity(row) for row in await self._conn.execute(query)]
 
     async def save(self, thread: Thread) -> None:
-        await self._conn.run(
+        await self._conn.later(  # nothing reads it back before the commit: sent with the unit's other writes
             _SAVE,
             {
                 "p_org": thread.org_id,
