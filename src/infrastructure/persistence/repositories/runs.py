@@ -223,10 +223,13 @@ class SqlRunRepository:
             "lease": run.lease,
             "holder": PROCESS_KEY,
         }
+        if run.idempotency_key is None:  # nothing to refuse it: sent with the unit's other writes
+            await self._conn.later(_INSERT, values)
+            return
         try:
             await self._conn.run(_INSERT, values)
         except IntegrityError as error:
-            raise refused(error, run.idempotency_key or "") from None
+            raise refused(error, run.idempotency_key) from None
 
     async def get(self, org_id: OrgId, run_id: RunId, *, for_update: bool = False) -> Run | None:
         query = _GET_FOR_UPDATE if for_update else _GET
