@@ -83,7 +83,7 @@ def serve_counting(argv: list[str]) -> None:
             counts["statements"] -= 1
             counts["kind: BEGIN"] -= 1
             if at is not None and at < len(sequence) and sequence[at] == "BEGIN":
-                del sequence[at]
+                sequence[at] = ""  # not sent (left out when dumped: other connections' places stay as noted)
             sequence.append(_ALONE)
             return
         counts["statements"] += 1
@@ -104,8 +104,10 @@ def serve_counting(argv: list[str]) -> None:
 
     def _dump(*_: Any) -> None:
         target = Path(os.environ[_COUNTS_FILE])
-        target.with_suffix(".tmp").write_text(json.dumps({"counts": counts, "sequence": sequence}))
+        sent = [kind for kind in sequence if kind]
+        target.with_suffix(".tmp").write_text(json.dumps({"counts": counts, "sequence": sent}))
         sequence.clear()
+        begun.clear()
         target.with_suffix(".tmp").replace(target)  # whole, when it appears
 
     signal.signal(signal.SIGUSR1, _dump)

@@ -1,14 +1,17 @@
+import os
 from dataclasses import replace
 from uuid import uuid4
 
 import pytest
+from sqlalchemy.exc import DBAPIError
 
-from application.errors import Conflict
+from application.errors import Conflict, LeaseLost
 from application.ports.persistence import UnitOfWork
 from domain.ids import MessageId
 from domain.messages import Message, MessageRole, TextContent
 from domain.organizations import Organization
-from domain.runs import RunStep
+from domain.run_events import RunEvent, RunInProgress
+from domain.runs import Run, RunStep
 from domain.threads import Thread
 from domain.usage import Usage
 from infrastructure.container import Container
@@ -188,3 +191,83 @@ async def test_a_step_whose_unit_was_rolled_back_reaches_the_usage_ledger_with_t
         await uow.commit()
         (line,) = await uow.usage.totals(thread.org_id, first_day=NOW.date(), last_day=NOW.date(), group_by=None)
     assert (line.model_calls, line.usage.input_tokens, line.usage.output_tokens) == (1, 7, 3)
+
+
+async def _claimed_twice(container: Container, thread: Thread) -> Run:
+    """A run of the thread, as its first holder has it after another process claimed it too."""
+    agent = builders.agent(thread.org_id)
+    run = builders.run(thread.org_id, thread.id, agent.id)
+    async with as_port(container.uow()) as uow:
+        await uow.agents.add(agent)
+        await uow.runs.add(run)
+        await uow.commit()
+    held = None
+    for _ in range(2):
+        async with as_port(container.uow()) as uow:
+            claimed = await uow.runs.claim(run.org_id, run.id)
+            await uow.commit()
+        held = held or (claimed.run if claimed else None)
+    assert held is not None
+    return held
+
+
+def _with_step(run: Run, model: str) -> Run:
+    run.start(NOW)
+    step = RunStep(
+        number=1,
+        model=model,
+        usage=Usage(input_tokens=7, output_tokens=3),
+        finish_reason="stop",
+        started_at=NOW,
+        completed_at=NOW,
+    )
+    run.record_step(step, NOW)
+    return run
+
+
+async def _nothing_of_the_step(container: Container, thread: Thread, run: Run) -> None:
+    async with as_port(container.uow()).read_only() as uow:
+        messages = await uow.messages.list(thread.org_id, thread.id, limit=10, after_position=None)
+        stored_thread = await uow.threads.get(thread.org_id, thread.id)
+        events = await uow.run_events.list(run.org_id, run.id)
+        usage = await uow.usage.totals(thread.org_id, first_day=NOW.date(), last_day=NOW.date(), group_by=None)
+        stored_run = await uow.runs.get(run.org_id, run.id)
+    assert messages == [] and events == []
+    assert stored_thread is not None and stored_thread.message_count == 0
+    assert [line.model_calls for line in usage] in ([], [0])
+    assert stored_run is not None and stored_run.step_count == 0
+
+
+async def test_a_step_refused_by_its_runs_lease_stores_none_of_its_writes(container: Container) -> None:
+    """A step's writes wait for the run's update checked against its lease (on PostgreSQL, one statement, each write
+    gated on that update): a holder that lost the run writes no message, event, count or usage."""
+    thread = await _stored_thread(container)
+    held = _with_step(await _claimed_twice(container, thread), builders.agent(thread.org_id).model)
+    with pytest.raises(LeaseLost):
+        async with as_port(container.uow()) as uow:
+            await uow.runs.save(held)
+            message = _say(thread, "a late answer")
+            await uow.threads.counted(thread.org_id, thread.id, message.position, NOW)
+            await uow.messages.add(message)
+            await uow.run_events.add(
+                RunEvent(run_id=held.id, seq=9, payload=RunInProgress.of(held), created_at=NOW), held.org_id
+            )
+            await uow.commit()
+    await _nothing_of_the_step(container, thread, held)
+
+
+@pytest.mark.skipif(not os.environ.get("THREADLINE_TEST_POSTGRES_URL"), reason="SQLite keeps strings of any length")
+async def test_a_value_too_long_for_its_column_fails_the_step_instead_of_being_cut(container: Container) -> None:
+    thread = await _stored_thread(container)
+    agent = builders.agent(thread.org_id)
+    run = builders.run(thread.org_id, thread.id, agent.id)
+    async with as_port(container.uow()) as uow:
+        await uow.agents.add(agent)
+        await uow.runs.add(run)
+        await uow.commit()
+    _with_step(run, "m" * 250)  # the usage ledger keeps a model's name in 200 characters
+    with pytest.raises(DBAPIError):  # value too long (not cut to fit)
+        async with as_port(container.uow()) as uow:
+            await uow.runs.save(run)
+            await uow.commit()
+    await _nothing_of_the_step(container, thread, run)

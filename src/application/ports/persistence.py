@@ -27,8 +27,6 @@ class ClaimedRun:
     run: Run
     last_event_seq: int
     """The number of the run's last stored event (0: none), read with the claim."""
-    thread_messages: int
-    """The count of its thread's messages, read with the claim."""
 
 
 class OrganizationRepository(Protocol):

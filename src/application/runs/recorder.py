@@ -120,6 +120,16 @@ async def _context(
     return list(known), summary
 
 
+async def _counted(uow: UnitOfWork, run: Run, history: Sequence[Message]) -> int:
+    """The count of the thread's messages, read after the claim (so it counts any message a previous holder stored
+    before the claim took the run over): its last message's number (they are numbered 1, 2, ...), unless the
+    history holds only the oldest of them."""
+    if len(history) < HISTORY_LIMIT:
+        return history[-1].position if history else 0
+    thread = await uow.threads.get(run.org_id, run.thread_id)
+    return thread.message_count if thread is not None else history[-1].position
+
+
 class RunRecorder:
     def __init__(self, uow: UnitOfWork, clock: Clock, ids: IdGenerator, bus: RunEventBus) -> None:
         self._uow, self._clock, self._ids, self._bus = uow, clock, ids, bus
@@ -152,8 +162,10 @@ class RunRecorder:
             payload = self._starting(run, agent)
             history: list[Message] = []
             summary = None
+            thread_messages = 0
             if agent is not None and run.status is RunStatus.IN_PROGRESS:
                 history, summary = await _context(uow, run, agent)
+                thread_messages = await _counted(uow, run, history)
             carrying_on = bool(run.answered_questions)
             if payload is None and (run.answers_may_have_been_used if carrying_on else _calls_in_flight(history)):
                 # Whoever executed it stopped during its tool calls: they may have had effects, so not again.
@@ -171,7 +183,7 @@ class RunRecorder:
             run=run,
             agent=agent,
             history=history,
-            thread_messages=claimed.thread_messages,
+            thread_messages=thread_messages,
             events=events,
             summary=summary,
         )

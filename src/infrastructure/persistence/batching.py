@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Delete, Insert, Result, Select, Update, bindparam, exists, func, literal_column, select
+from sqlalchemy import Delete, Insert, Result, Select, String, Update, bindparam, exists, func, literal_column, select
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -69,6 +69,15 @@ def _own_parameters(statement: Executable) -> frozenset[str]:
     return frozenset(e.key for e in iterate(statement) if isinstance(e, BindParameter))  # type: ignore[arg-type]
 
 
+def _typed(value: BindParameter[Any]) -> ColumnElement[Any]:
+    """The value cast to its column's type, as a value in a VALUES list is: a string's length not in the cast, so
+    that one too long is refused when stored (an explicit cast to VARCHAR(n) would cut it)."""
+    target = value.type
+    if isinstance(target, String) and target.length is not None:
+        target = String()
+    return sql_cast(value, target)
+
+
 def _written(prepared: Prepared, keys: tuple[str, ...], prefix: str, gate: ColumnElement[bool] | None) -> Any:
     """The write as a part of a WITH, its parameters named `prefix` + their names, done only if `gate` holds. An
     insert takes its row's values; an update its own parameters (its WHERE, the values it sets itself) and the
@@ -78,12 +87,16 @@ def _written(prepared: Prepared, keys: tuple[str, ...], prefix: str, gate: Colum
     if isinstance(statement, Insert):
         if gate is None:
             return statement.values(**{key: bindparam(prefix + key, type_=columns[key].type) for key in keys})
-        row = select(*(sql_cast(bindparam(prefix + key, type_=columns[key].type), columns[key].type) for key in keys))
+        row = select(*(_typed(bindparam(prefix + key, type_=columns[key].type)) for key in keys))
         return statement.from_select(list(keys), row.where(gate), include_defaults=False)
     own = _own_parameters(statement)
 
     def renamed(element: Any) -> Any:
-        return bindparam(prefix + element.key, type_=element.type) if isinstance(element, BindParameter) else None
+        if not isinstance(element, BindParameter):
+            return None
+        if element.value is not None or element.callable is not None:
+            raise ValueError(f"a write kept for later takes every value from its parameters: {statement}")
+        return bindparam(prefix + element.key, type_=element.type)
 
     update = cast(Update, replacement_traverse(statement, {}, renamed))  # type: ignore[call-overload]
     values = {key: bindparam(prefix + key, type_=columns[key].type) for key in keys if key not in own}
@@ -213,10 +226,13 @@ class UnitConnection:
         if rows > _ROWS_TOGETHER:
             if guard is not None:
                 await self._guarded(guard, begin=True)
-            by_statement: dict[Prepared, list[Mapping[str, Any]]] = {}
+            in_order: list[tuple[Prepared, list[Mapping[str, Any]]]] = []  # a statement's rows kept together
             for write, written in pending:
-                by_statement.setdefault(write, []).extend(written)
-            for write, written in by_statement.items():
+                if in_order and in_order[-1][0] is write:
+                    in_order[-1][1].extend(written)
+                else:
+                    in_order.append((write, list(written)))
+            for write, written in in_order:  # in the order they were kept: a row may refer to an earlier one
                 await self._write_now(write, written)
         elif guard is not None and not pending:
             await self._guarded(guard, begin=not last)

@@ -4,7 +4,8 @@ Through SQLAlchemy a statement costs about 100 us of CPU beyond the driver's (it
 switch, a result with its metadata): more than SQLite takes to run it, and twice what asyncpg takes to send it.
 A `Prepared` statement is compiled by SQLAlchemy once per dialect and set of parameter names, with the bind and
 result processors of its columns' types; each use only converts its values and runs the SQL on the transaction's
-driver connection. Same SQL, same values, same transaction, same errors (handled as SQLAlchemy handles them, a
+driver connection. Same SQL, same values, same transaction (or none: a unit of work's one statement may go alone,
+see batching.py), same errors (handled as SQLAlchemy handles them, a
 lost connection invalidated, so errors.py reads them alike); SQLAlchemy's statement events are announced too (what
 listens to them sees these).
 

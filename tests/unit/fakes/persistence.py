@@ -454,8 +454,8 @@ def _summary(source: Source) -> SourceSummary:
 
 
 class FakeRuns:
-    def __init__(self, table: Table[RunId, Run], events: "FakeRunEvents", threads: Table[ThreadId, Thread]) -> None:
-        self.table, self._events, self._threads = table, events, threads
+    def __init__(self, table: Table[RunId, Run], events: "FakeRunEvents") -> None:
+        self.table, self._events = table, events
 
     async def add(self, run: Run) -> None:
         key = run.idempotency_key
@@ -514,8 +514,7 @@ class FakeRuns:
             return None
         found.lease += 1
         self.table.put(run_id, found)
-        thread = self._threads.get(found.thread_id)
-        return ClaimedRun(found, await self._events.last_seq(run_id), thread.message_count if thread else 0)
+        return ClaimedRun(found, await self._events.last_seq(run_id))
 
     async def save(self, run: Run, *, unless_cancel_requested: bool = False) -> None:
         stored = self.table.get(run.id)
@@ -678,7 +677,7 @@ class FakeUnitOfWork:
         self.passage_vectors: PassageVectorRepository = FakePassageVectors(self._table(s.passages))
         self.thread_summaries: ThreadSummaryRepository = FakeThreadSummaries(self._table(s.thread_summaries))
         run_events = FakeRunEvents(self._table(s.run_events))
-        self.runs: RunRepository = FakeRuns(self._table(s.runs), run_events, threads)
+        self.runs: RunRepository = FakeRuns(self._table(s.runs), run_events)
         self.run_events: RunEventRepository = run_events
         self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))
         self.argument_values: ArgumentValueRepository = FakeArgumentValues(self._table(s.argument_values))

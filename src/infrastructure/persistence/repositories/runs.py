@@ -28,7 +28,7 @@ from infrastructure.persistence.prepared import Prepared
 from infrastructure.persistence.repositories._rows import utc, utc_required
 from infrastructure.persistence.repositories.usage import record_new_steps
 from infrastructure.persistence.run_holders import NOT_HELD_BY_A_LIVE_PROCESS, PROCESS_KEY
-from infrastructure.persistence.tables import run_events, runs, threads
+from infrastructure.persistence.tables import run_events, runs
 from infrastructure.run_event_json import event_data, event_payload
 
 _ACTIVE = (RunStatus.QUEUED.value, RunStatus.IN_PROGRESS.value, RunStatus.REQUIRES_ACTION.value)
@@ -173,12 +173,11 @@ _GET = Prepared(select(runs).where(*_WHERE))
 _GET_FOR_UPDATE = Prepared(select(runs).where(*_WHERE).with_for_update())
 _SAVE = Prepared(update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease")))
 _LAST_SEQ_OF_RUN = select(func.max(run_events.c.seq)).where(run_events.c.run_id == runs.c.id).scalar_subquery()
-_MESSAGES_OF_THREAD = select(threads.c.message_count).where(threads.c.id == runs.c.thread_id).scalar_subquery()
 _CLAIM = Prepared(
     update(runs)
     .where(*_WHERE)
     .values(lease=runs.c.lease + 1, holder=PROCESS_KEY)
-    .returning(*runs.c, _LAST_SEQ_OF_RUN.label("last_event_seq"), _MESSAGES_OF_THREAD.label("thread_messages"))
+    .returning(*runs.c, _LAST_SEQ_OF_RUN.label("last_event_seq"))
 )
 _INSERT = Prepared(insert(runs))
 _SAVE_UNLESS_CANCEL = Prepared(
@@ -239,9 +238,7 @@ class SqlRunRepository:
     async def claim(self, org_id: OrgId, run_id: RunId) -> ClaimedRun | None:
         # One statement: the bump locks the row as SELECT ... FOR UPDATE would, and returns it.
         row = (await self._conn.run(_CLAIM, {"p_org": org_id, "p_id": run_id})).first()
-        if row is None:
-            return None
-        return ClaimedRun(_to_entity(row), row.last_event_seq or 0, row.thread_messages or 0)
+        return ClaimedRun(_to_entity(row), row.last_event_seq or 0) if row else None
 
     async def find_by_idempotency_key(self, org_id: OrgId, key: str) -> Run | None:
         query = select(runs).where(runs.c.org_id == org_id, runs.c.idempotency_key == key)
@@ -304,16 +301,15 @@ class SqlRunRepository:
     async def save(self, run: Run, *, unless_cancel_requested: bool = False) -> None:
         # The lease check is part of the write (the guard of the unit's writes): no read first, and the row stays
         # locked until commit. Refused, a read says why.
-        async def refused() -> None:
+        async def why_refused() -> None:
             held = (await self._conn.run(_HOLD, {"p_org": run.org_id, "p_id": run.id})).first()
             if held is None or held.lease != run.lease or not unless_cancel_requested:
                 raise LeaseLost(f"run {run.id} was taken over by another process")
             raise CancelRequested(f"a cancel of run {run.id} was requested")
 
-        update = _SAVE_UNLESS_CANCEL if unless_cancel_requested else _SAVE
-        await self._conn.guard(
-            update, {"p_org": run.org_id, "p_id": run.id, "p_lease": run.lease, **_values(run)}, refused
-        )
+        guarded = _SAVE_UNLESS_CANCEL if unless_cancel_requested else _SAVE
+        parameters = {"p_org": run.org_id, "p_id": run.id, "p_lease": run.lease, **_values(run)}
+        await self._conn.guard(guarded, parameters, why_refused)
         await record_new_steps(self._conn, run)  # its model calls' usage, with the steps that record it
 
 
