@@ -153,23 +153,28 @@ async def test_a_unit_storing_a_long_conversation_at_once_stores_all_of_it(conta
     assert [(m.id, m.position, m.content) for m in stored] == [(m.id, m.position, m.content) for m in added]
 
 
-async def test_a_step_whose_unit_was_rolled_back_reaches_the_usage_ledger_with_the_next_save(
-    container: Container,
-) -> None:
-    """A run saved in a unit of work that does not commit (its step's usage row with it), then saved again, and
-    again as if the step were not in the ledger: the ledger counts the step once."""
-    thread = await _stored_thread(container)
+async def _stored_run(container: Container, thread: Thread) -> Run:
     agent = builders.agent(thread.org_id)
     run = builders.run(thread.org_id, thread.id, agent.id)
     async with as_port(container.uow()) as uow:
         await uow.agents.add(agent)
         await uow.runs.add(run)
         await uow.commit()
+    return run
+
+
+async def test_a_step_whose_unit_was_rolled_back_reaches_the_usage_ledger_with_the_next_save(
+    container: Container,
+) -> None:
+    """A run saved in a unit of work that does not commit (its step's usage row with it), then saved again, and
+    again as if the step were not in the ledger: the ledger counts the step once."""
+    thread = await _stored_thread(container)
+    run = await _stored_run(container, thread)
     run.start(NOW)
     run.record_step(
         RunStep(
             number=1,
-            model=agent.model,
+            model="gpt-test",
             usage=Usage(input_tokens=7, output_tokens=3),
             finish_reason="stop",
             started_at=NOW,
@@ -195,12 +200,7 @@ async def test_a_step_whose_unit_was_rolled_back_reaches_the_usage_ledger_with_t
 
 async def _claimed_twice(container: Container, thread: Thread) -> Run:
     """A run of the thread, as its first holder has it after another process claimed it too."""
-    agent = builders.agent(thread.org_id)
-    run = builders.run(thread.org_id, thread.id, agent.id)
-    async with as_port(container.uow()) as uow:
-        await uow.agents.add(agent)
-        await uow.runs.add(run)
-        await uow.commit()
+    run = await _stored_run(container, thread)
     held = None
     for _ in range(2):
         async with as_port(container.uow()) as uow:
@@ -242,7 +242,7 @@ async def test_a_step_refused_by_its_runs_lease_stores_none_of_its_writes(contai
     """A step's writes wait for the run's update checked against its lease (on PostgreSQL, one statement, each write
     gated on that update): a holder that lost the run writes no message, event, count or usage."""
     thread = await _stored_thread(container)
-    held = _with_step(await _claimed_twice(container, thread), builders.agent(thread.org_id).model)
+    held = _with_step(await _claimed_twice(container, thread), "gpt-test")
     with pytest.raises(LeaseLost):
         async with as_port(container.uow()) as uow:
             await uow.runs.save(held)
@@ -259,12 +259,7 @@ async def test_a_step_refused_by_its_runs_lease_stores_none_of_its_writes(contai
 @pytest.mark.skipif(not os.environ.get("THREADLINE_TEST_POSTGRES_URL"), reason="SQLite keeps strings of any length")
 async def test_a_value_too_long_for_its_column_fails_the_step_instead_of_being_cut(container: Container) -> None:
     thread = await _stored_thread(container)
-    agent = builders.agent(thread.org_id)
-    run = builders.run(thread.org_id, thread.id, agent.id)
-    async with as_port(container.uow()) as uow:
-        await uow.agents.add(agent)
-        await uow.runs.add(run)
-        await uow.commit()
+    run = await _stored_run(container, thread)
     _with_step(run, "m" * 250)  # the usage ledger keeps a model's name in 200 characters
     with pytest.raises(DBAPIError):  # value too long (not cut to fit)
         async with as_port(container.uow()) as uow:
