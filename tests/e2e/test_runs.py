@@ -439,8 +439,9 @@ async def test_runs_are_filtered_by_creation_time_page_by_page(
         {"created_after": "yesterday"},
         {"created_before": "2026-13-01T00:00:00Z"},
         {"created_after": "2026-01-02T00:00:00Z", "created_before": "2026-01-01T00:00:00Z"},
+        {"created_before": "0001-01-01T00:00:00+11:00"},
     ],
-    ids=["not a time", "no such month", "window ends before it starts"],
+    ids=["not a time", "no such month", "window ends before it starts", "before the first day in UTC"],
 )
 async def test_a_bad_creation_time_filter_is_refused(
     client: httpx.AsyncClient, tenant: Tenant, params: dict[str, str]

@@ -48,7 +48,10 @@ def _utc(moment: datetime | None) -> datetime | None:
     # Stored times are UTC; SQLite compares them as text, so the bounds are brought to UTC too.
     if moment is None:
         return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    try:
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+11:00, before the first day a time can hold in UTC
+        raise InvalidValue(f"{moment.isoformat()} is outside the range of times") from None
 
 
 class ListRuns:
