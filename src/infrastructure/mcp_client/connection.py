@@ -39,6 +39,8 @@ T = TypeVar("T")
 CLIENT_INFO = types.Implementation(name="threadline", version="0.1.0")
 # Long-lived response streams (SSE) may stay quiet for a long time; requests have their own timeout.
 _STREAM_READ_TIMEOUT = 300.0
+_DRAIN_SECONDS = 0.25
+_DRAIN_BYTES = 65_536
 Listener = Callable[[str], None]
 """Told the kind of catalog that changed: "tools", "prompts" or "resources"."""
 
@@ -80,6 +82,51 @@ class _WatchedReadStream:
         return result
 
 
+class _FinishedStream(httpx2.AsyncByteStream):
+    """A POST's event stream that, closed before its end, reads what is left of it first (within _DRAIN_SECONDS
+    and _DRAIN_BYTES), so that its connection goes back to the pool instead of being closed."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+        self._inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for part in self._inner:
+            yield part
+
+    async def aclose(self) -> None:
+        try:
+            with anyio.move_on_after(_DRAIN_SECONDS):
+                left = _DRAIN_BYTES
+                async for part in self._inner:
+                    left -= len(part)
+                    if left < 0:
+                        break
+        except httpx2.TransportError:
+            pass  # the stream was cut: its connection is closed below, as it would have been
+        finally:
+            await self._inner.aclose()
+
+
+class _ReusedConnections(httpx2.AsyncBaseTransport):
+    """The SDK reads a POST's event stream until the response to its request arrives, then closes it. The server
+    ends that stream right after the response, but closing it before reading its end closes the connection: every
+    request would open a new one (a TCP handshake, and a socket left in TIME_WAIT, per tool call). This transport
+    reads the rest of such a stream before closing it, so the connection is kept for the next request."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        streamed = response.headers.get("content-type", "").startswith("text/event-stream")
+        if request.method == "POST" and streamed and isinstance(response.stream, httpx2.AsyncByteStream):
+            response.stream = _FinishedStream(response.stream)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 class _Transport:
     """The SDK transport for a target, with the read stream watched and HTTP statuses recorded."""
 
@@ -109,7 +156,9 @@ class _Transport:
         connect = self._target.timeout_seconds
         # Certificate authorities may come from SSL_CERT_FILE / SSL_CERT_DIR; proxies from the environment
         # may not (trust_env=False): they would carry the integration's requests and credentials past the guard.
-        transport = guarded_httpx2_transport(self._outbound, ssl_context=httpx2.create_ssl_context())
+        transport = _ReusedConnections(
+            guarded_httpx2_transport(self._outbound, ssl_context=httpx2.create_ssl_context())
+        )
         return httpx2.AsyncClient(
             headers={**(headers or {}), **self._target.headers},
             timeout=timeout or httpx2.Timeout(connect, read=_STREAM_READ_TIMEOUT),
