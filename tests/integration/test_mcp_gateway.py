@@ -1,6 +1,7 @@
 """The MCP gateway against real servers: the SDK-built test server and server-everything (stdio, HTTP)."""
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -344,6 +345,43 @@ async def everything_http() -> AsyncIterator[everything.EverythingHttpServer]:
     everything.require_everything()
     async with everything.EverythingHttpServer() as server:
         yield server
+
+
+@contextlib.asynccontextmanager
+async def counted_connections(port: int) -> AsyncIterator[tuple[int, list[int]]]:
+    """A TCP relay on 127.0.0.1 to `port`: its own port, and a list that grows by one per connection it takes."""
+    taken: list[int] = []
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            while data := await reader.read(65_536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        taken.append(1)
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", port)
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+    server = await asyncio.start_server(relay, "127.0.0.1", 0)
+    async with server:
+        yield server.sockets[0].getsockname()[1], taken
+
+
+async def test_calls_one_after_another_share_one_connection(
+    gateway: SdkMcpGateway, everything_http: everything.EverythingHttpServer
+) -> None:
+    """server-everything answers a call with an event stream, which the SDK closes once the response is in it:
+    the connection is kept all the same, not one opened per call (a handshake, and a socket in TIME_WAIT)."""
+    async with counted_connections(everything_http.port) as (port, taken):
+        target = http_target(f"http://127.0.0.1:{port}/mcp")
+        await gateway.call_tool(target, "echo", {"message": "first"})
+        before = len(taken)
+        for i in range(5):
+            assert text_of(await gateway.call_tool(target, "echo", {"message": str(i)})) == f"Echo: {i}"
+        assert len(taken) == before
+        await gateway.close()  # its session ends while the relay is still there
 
 
 async def test_an_http_server_restarted_between_calls_is_reconnected(
