@@ -156,7 +156,7 @@ class Container(containers.DeclarativeContainer):
     clock = providers.Singleton(SystemClock)
     ids = providers.Singleton(Uuid7Generator)
     key_hasher = providers.Singleton(Sha256KeyHasher)
-    uow = providers.Factory(SqlAlchemyUnitOfWork, database=database)
+    uow = providers.Factory(SqlAlchemyUnitOfWork, database=database, queued_runs=settings.provided.queued_runs)
     metrics = providers.Singleton(Metrics)
     org_limits = providers.Singleton(
         OrgLimits,

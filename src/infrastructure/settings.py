@@ -217,6 +217,11 @@ class Settings(BaseSettings):
             raise ValueError("needs an API key: set THREADLINE_EMBEDDINGS_API_KEY or THREADLINE_OPENAI_API_KEY")
         return model or None
 
+    @property
+    def queued_runs(self) -> bool:
+        """Runs execute from the job queue, by workers."""
+        return self.executor is Executor.QUEUE
+
     @field_validator("executor")
     @classmethod
     def _queue_needs_postgresql(cls, executor: Executor, info: ValidationInfo) -> Executor:

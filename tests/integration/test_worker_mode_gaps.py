@@ -1,6 +1,6 @@
 """Worker mode's gaps, on PostgreSQL: a run taken over from a lost worker goes back to the queue fenced off
 from that worker (which may be silent rather than dead); a process whose link to the others was down still
-gives its followers the events stored meanwhile."""
+gives its followers the events stored meanwhile; a run is stored queued only with its job."""
 
 import asyncio
 from datetime import UTC, datetime
@@ -13,12 +13,16 @@ from procrastinate.job_context import AbortReason
 from procrastinate.jobs import Job
 
 from application.errors import LeaseLost, StorageUnavailable
+from application.runs.queueing import Queued, queue_run
 from domain.run_events import RunEvent, RunInProgress
 from domain.runs import RunStatus
 from infrastructure.container import Container
 from infrastructure.execution import job_queue
 from infrastructure.execution.pg_event_bus import PostgresRunEventBus, libpq_dsn
+from infrastructure.persistence.engine import Database
+from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.settings import Settings
+from tests import builders
 from tests.conftest import as_port
 from tests.databases import backend
 from tests.integration.test_run_leases import queued_run
@@ -123,3 +127,62 @@ async def test_a_run_whose_cancel_cannot_be_stored_gets_a_job_of_its_own_again(
         )
     assert [row["status"] for row in rows] == ["todo"]
     assert rows[0]["scheduled_at"] > datetime.now(UTC)
+
+
+async def test_a_run_is_stored_queued_only_with_its_job_for_the_workers(
+    container: Container, settings: Settings
+) -> None:
+    """Worker mode queues a run's job in the transaction that stores the run: no process that stops in between
+    (or job queue that fails to answer) leaves a run queued that no worker would ever take."""
+    org = builders.organization()
+    agent = builders.agent(org.id, model="gpt-test")
+    thread = builders.thread(org.id, agent_id=agent.id)
+    async with as_port(container.uow()) as uow:
+        await uow.organizations.add(org)
+        await uow.agents.add(agent)
+        await uow.threads.add(thread)
+        await uow.commit()
+    database = Database(settings.database_url, pool_size=2)
+    try:
+        worker_mode = as_port(SqlAlchemyUnitOfWork(database, queued_runs=True))
+
+        async def queued(*, commit: bool) -> Queued:
+            async with worker_mode as uow:
+                stored = await uow.threads.get(org.id, thread.id, for_update=True)
+                assert stored is not None
+                queued = await queue_run(
+                    uow,
+                    clock=container.clock(),
+                    ids=container.ids(),
+                    thread=stored,
+                    agent=agent,
+                    input="hello",
+                    to_executor=True,
+                )
+                if commit:
+                    await uow.commit()
+            return queued
+
+        abandoned = await queued(commit=False)
+        kept = await queued(commit=True)
+    finally:
+        await database.dispose()
+    assert kept.submitted  # the caller does not submit it again
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        jobs = await app.connector.execute_query_all_async(
+            "SELECT task_name, queue_name, lock, queueing_lock, args, status FROM procrastinate_jobs"
+            " WHERE lock IN (%(kept)s, %(abandoned)s)",
+            kept=str(kept.run.id),
+            abandoned=str(abandoned.run.id),
+        )
+    run_id = str(kept.run.id)
+    assert jobs == [
+        {
+            "task_name": job_queue.TASK,
+            "queue_name": job_queue.QUEUE,
+            "lock": run_id,
+            "queueing_lock": run_id,
+            "args": {"org_id": str(org.id), "run_id": run_id},
+            "status": "todo",
+        }
+    ]

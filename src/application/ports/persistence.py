@@ -322,6 +322,16 @@ class RunEventRepository(Protocol):
     async def last_seq(self, run_id: RunId) -> int: ...
 
 
+class RunJobRepository(Protocol):
+    """The job queue that workers take runs from, where runs execute so (worker mode)."""
+
+    async def add(self, org_id: OrgId, run_id: RunId) -> bool:
+        """Queue the run's job with the unit of work's writes: it is queued if and only if they are committed.
+        False where runs are not taken from such a queue: the caller hands the run to its executor after the
+        commit."""
+        ...
+
+
 class PromptTemplateRepository(Protocol):
     async def add(self, template: PromptTemplate) -> None:
         """Raises SlugTaken when the organization has a template of that name."""
@@ -410,6 +420,7 @@ class UnitOfWork(Protocol):
     thread_summaries: ThreadSummaryRepository
     runs: RunRepository
     run_events: RunEventRepository
+    run_jobs: RunJobRepository
     prompt_templates: PromptTemplateRepository
     argument_values: ArgumentValueRepository
     audit_events: AuditEventRepository

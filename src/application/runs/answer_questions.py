@@ -55,9 +55,11 @@ class AnswerQuestions:
                 events = await RunEventStream.resume(uow, org_id, run.id, self._bus, self._clock)
                 recorded = [await events.record(uow, RunInProgress.of(run))]
             await uow.runs.save(run)
+            # In worker mode, its job is queued with the answers.
+            submitted = resumed and self._executor is not None and await uow.run_jobs.add(org_id, run.id)
             await uow.commit()
         if recorded:
             await events.publish(*recorded)
-        if resumed and self._executor is not None:
+        if resumed and self._executor is not None and not submitted:
             await self._executor.submit(org_id, run.id)
         return run

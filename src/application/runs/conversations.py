@@ -133,6 +133,7 @@ class Converse:
                 instructions=command.instructions or None,
                 start_on=start_on,
                 appended=appended,
+                to_executor=True,
             )
             await uow.commit()
         return queued

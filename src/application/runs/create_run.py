@@ -105,6 +105,7 @@ class CreateRun:
                 idempotency_key=command.idempotency_key,
                 request_digest=digest,
                 start_on=start_on,
+                to_executor=True,
             )
             await uow.commit()
         return queued

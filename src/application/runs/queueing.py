@@ -23,6 +23,8 @@ class Queued:
     """run.created, and run.in_progress for a run started at once: to publish after commit, in order."""
     began: Began | None = None
     """What the execution of a run started at once needs (see `start_on`)."""
+    submitted: bool = False
+    """The run's job was queued with the unit's writes (see `to_executor`): it is not to be submitted again."""
 
 
 async def queue_run(
@@ -40,13 +42,16 @@ async def queue_run(
     instructions: str | None = None,
     start_on: RunEventBus | None = None,
     appended: Sequence[Message] = (),
+    to_executor: bool = False,
 ) -> Queued:
     """Inside the caller's unit of work: append the input (if any) and queue a run. The caller commits
     and then publishes the returned events. `start_on`: the run executes in this process at once (the caller
     holds a slot for it), its events published on this bus; it is stored started, as its execution would
     start it in a transaction of its own (see RunRecorder.begin), and `began` holds what its execution needs.
     `appended`: the messages the caller appended to the thread in this unit of work, oldest first (a run on a
-    thread that holds only those, and its input, does not read them back)."""
+    thread that holds only those, and its input, does not read them back). `to_executor`: a run not started at once
+    is for the executor (the caller submits it after the commit); where runs execute from a job queue, its job is
+    queued with the unit's writes instead, so that no run is stored queued without one."""
     now = clock.now()
     run = Run(
         id=RunId(ids.new()),
@@ -74,7 +79,8 @@ async def queue_run(
     if start_on is None:
         await uow.runs.add(run)
         await uow.run_events.add(created, run.org_id)
-        return Queued(run=run, events=(created,))
+        submitted = to_executor and await uow.run_jobs.add(run.org_id, run.id)
+        return Queued(run=run, events=(created,), submitted=submitted)
     history = new_messages if len(new_messages) == thread.message_count else None  # else older ones are read
     began, started = await begin_new(
         uow, run, created, agent, start_on, clock, thread_messages=thread.message_count, history=history

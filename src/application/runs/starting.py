@@ -4,7 +4,8 @@ executor. A request that loses the race for a key answers with the winner's run 
 
 When this process executes runs and has a slot free for the organization, the run is started in the transaction
 that creates it (stored in_progress, with what its execution reads) and executes at once: one transaction fewer
-per run. Otherwise it is stored queued and submitted, and its execution starts it when its turn comes."""
+per run. Otherwise it is stored queued and submitted (in worker mode, its job is queued in the transaction that
+stores it), and its execution starts it when its turn comes."""
 
 from collections.abc import Awaitable, Callable
 
@@ -17,8 +18,8 @@ from domain.ids import OrgId, ThreadId
 from domain.runs import Run
 
 Queue = Callable[[RunEventBus | None], Awaitable["Queued | Run"]]
-"""Queues the run in one transaction, started at once on the bus when given one (queue_run's `start_on`); answers
-the key's run instead when it appeared meanwhile."""
+"""Queues the run in one transaction, started at once on the bus when given one (queue_run's `start_on`), else for
+the executor (queue_run's `to_executor`); answers the key's run instead when it appeared meanwhile."""
 
 
 class RunStarter:
@@ -67,7 +68,8 @@ class RunStarter:
         finally:
             if slot is not None and not started:
                 slot.release()
-        await self._executor.submit(run.org_id, run.id)
+        if not queued.submitted:
+            await self._executor.submit(run.org_id, run.id)
         return run, True
 
     async def _by_key(self, org_id: OrgId, idempotency_key: str | None) -> Run | None:

@@ -70,8 +70,9 @@ class SubmitToolResults:
                 payloads.append(RunInProgress.of(run))
             recorded = [await events.record(uow, p) for p in payloads]
             await uow.runs.save(run)
+            submitted = going_on and await uow.run_jobs.add(org_id, run.id)  # worker mode: queued with the results
             await uow.commit()
         await events.publish(*recorded)
-        if going_on:
+        if going_on and not submitted:
             await self._executor.submit(org_id, run.id)
         return run

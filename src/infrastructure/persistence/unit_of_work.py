@@ -20,6 +20,7 @@ from infrastructure.persistence.repositories.prompt_templates import (
     SqlArgumentValueRepository,
     SqlPromptTemplateRepository,
 )
+from infrastructure.persistence.repositories.run_jobs import SqlRunJobRepository
 from infrastructure.persistence.repositories.runs import SqlRunEventRepository, SqlRunRepository
 from infrastructure.persistence.repositories.sources import SqlSourceRepository
 from infrastructure.persistence.repositories.thread_summaries import SqlThreadSummaryRepository
@@ -38,6 +39,7 @@ class Transaction:
         turn: contextlib.AsyncExitStack,
         read_only: bool,
         vectors: VectorCache,
+        queued_runs: bool = False,
     ) -> None:
         self._connection, self._stack, self._turn, self._read_only = connection, stack, turn, read_only
         self._writes = writes = UnitConnection(connection, read_only=read_only)
@@ -53,6 +55,7 @@ class Transaction:
         self.thread_summaries = SqlThreadSummaryRepository(writes)
         self.runs = SqlRunRepository(writes)
         self.run_events = SqlRunEventRepository(writes)
+        self.run_jobs = SqlRunJobRepository(writes, queued=queued_runs)
         self.prompt_templates = SqlPromptTemplateRepository(writes)
         self.argument_values = SqlArgumentValueRepository(writes)
         self.audit_events = SqlAuditEventRepository(writes)
@@ -95,13 +98,15 @@ class SqlAlchemyUnitOfWork:
     constraint as the domain error it means (see persistence/errors.py).
     """
 
-    def __init__(self, database: Database, *, read_only: bool = False) -> None:
+    def __init__(self, database: Database, *, read_only: bool = False, queued_runs: bool = False) -> None:
+        """`queued_runs`: runs execute from procrastinate's job queue (worker mode), which `run_jobs` adds to."""
         self._database = database
         self._read_only = read_only
+        self._queued_runs = queued_runs
         self._open: dict[asyncio.Task[object] | None, list[Transaction]] = {}
 
     def read_only(self) -> "SqlAlchemyUnitOfWork":
-        return SqlAlchemyUnitOfWork(self._database, read_only=True)
+        return SqlAlchemyUnitOfWork(self._database, read_only=True, queued_runs=self._queued_runs)
 
     async def __aenter__(self) -> Self:
         with translating():
@@ -127,7 +132,12 @@ class SqlAlchemyUnitOfWork:
                 await connection.execution_options(**{READ_ONLY: True})
             await connection.begin()
             return Transaction(
-                connection, stack.pop_all(), turn.pop_all(), self._read_only, self._database.vector_cache
+                connection,
+                stack.pop_all(),
+                turn.pop_all(),
+                self._read_only,
+                self._database.vector_cache,
+                queued_runs=self._queued_runs,
             )
 
     async def __aexit__(

@@ -31,6 +31,7 @@ from application.ports.persistence import (
     PassageVectorRepository,
     PromptTemplateRepository,
     RunEventRepository,
+    RunJobRepository,
     RunRepository,
     SearchScope,
     SourceRepository,
@@ -657,6 +658,13 @@ class FakeUsage:
         ]
 
 
+class FakeRunJobs:
+    """Runs execute in the process (no job queue): the caller submits them."""
+
+    async def add(self, org_id: OrgId, run_id: RunId) -> bool:
+        return False
+
+
 class FakeUnitOfWork:
     """The unit of work of the persistence port, over a Store (shared by every transaction)."""
 
@@ -679,6 +687,7 @@ class FakeUnitOfWork:
         run_events = FakeRunEvents(self._table(s.run_events))
         self.runs: RunRepository = FakeRuns(self._table(s.runs), run_events)
         self.run_events: RunEventRepository = run_events
+        self.run_jobs: RunJobRepository = FakeRunJobs()
         self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))
         self.argument_values: ArgumentValueRepository = FakeArgumentValues(self._table(s.argument_values))
         self.audit_events: AuditEventRepository = FakeAuditEvents(self._table(s.audit_events))

@@ -1,0 +1,44 @@
+"""Runs' jobs in procrastinate's queue (worker mode), inserted with the writes that make the run: a run is queued
+for a worker if and only if it is stored, whatever becomes of the process that stored it."""
+
+from sqlalchemy import Column, Integer, MetaData, String, Table, Text, insert
+from sqlalchemy.dialects.postgresql import JSONB
+
+from domain.ids import OrgId, RunId
+from infrastructure.execution.job_queue import QUEUE, TASK
+from infrastructure.persistence.batching import UnitConnection
+from infrastructure.persistence.prepared import Prepared
+
+# procrastinate's own table (its schema comes with its migration, not with ours): the columns a job is queued with,
+# as procrastinate_defer_jobs_v1 fills them. Its triggers tell the workers of the new job at commit.
+_jobs = Table(
+    "procrastinate_jobs",
+    MetaData(),
+    Column("queue_name", String),
+    Column("task_name", String),
+    Column("priority", Integer),
+    Column("lock", Text),
+    Column("queueing_lock", Text),
+    Column("args", JSONB),
+)
+_INSERT = Prepared(insert(_jobs))
+
+
+class SqlRunJobRepository:
+    def __init__(self, connection: UnitConnection, *, queued: bool) -> None:
+        self._connection, self._queued = connection, queued
+
+    async def add(self, org_id: OrgId, run_id: RunId) -> bool:
+        if not self._queued:
+            return False
+        run = str(run_id)
+        job = {
+            "queue_name": QUEUE,
+            "task_name": TASK,
+            "priority": 0,
+            "lock": run,  # one worker at a time executes the run
+            "queueing_lock": run,  # and it is queued once
+            "args": {"org_id": str(org_id), "run_id": run},
+        }
+        await self._connection.later(_INSERT, job)
+        return True
