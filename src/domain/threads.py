@@ -52,16 +52,41 @@ class Thread:
     ) -> Message:
         """A new message at the end of the thread: numbered after the last one, of this thread and organization.
         The caller stores it with the thread (the thread's message count and time change with it)."""
-        message = Message(
-            id=message_id,
+        message = message_after(
+            self.message_count,
             org_id=self.org_id,
             thread_id=self.id,
-            run_id=run_id,
             role=role,
             content=content,
-            position=self.message_count + 1,
-            created_at=now,
+            message_id=message_id,
+            now=now,
+            run_id=run_id,
         )
         self.message_count = message.position
         self.updated_at = now
         return message
+
+
+def message_after(
+    count: int,
+    *,
+    org_id: OrgId,
+    thread_id: ThreadId,
+    role: MessageRole,
+    content: tuple[ContentPart, ...],
+    message_id: MessageId,
+    now: datetime,
+    run_id: RunId | None = None,
+) -> Message:
+    """The message that follows a thread's first `count` messages (Thread.append, or a run that counts its thread's
+    messages itself while it is the thread's only writer)."""
+    return Message(
+        id=message_id,
+        org_id=org_id,
+        thread_id=thread_id,
+        run_id=run_id,
+        role=role,
+        content=content,
+        position=count + 1,
+        created_at=now,
+    )

@@ -51,6 +51,7 @@ from domain.run_events import (
     run_ended,
 )
 from domain.runs import Run, RunErrorCode, RunStatus, RunStep, StepContext, StepToolCall
+from domain.threads import message_after
 
 HISTORY_LIMIT = 10_000
 """The most messages of its thread a run reads."""
@@ -358,15 +359,15 @@ class RunRecorder:
     ) -> Message:
         """The run's next message in its thread, stored with the unit of work (counted by `_appended` once it is)."""
         run, now = state.run, self._clock.now()
-        message = Message(
-            id=message_id or MessageId(self._ids.new()),
+        message = message_after(
+            state.thread_messages,
             org_id=run.org_id,
             thread_id=run.thread_id,
-            run_id=run.id,
             role=role,
             content=content,
-            position=state.thread_messages + 1,
-            created_at=now,
+            message_id=message_id or MessageId(self._ids.new()),
+            now=now,
+            run_id=run.id,
         )
         await uow.threads.counted(run.org_id, run.thread_id, message.position, now)
         await uow.messages.add(message)
