@@ -1,8 +1,9 @@
 """Runs executed by `threadline worker` processes, taken from a procrastinate job queue on PostgreSQL.
 
-An API process in worker mode queues a job per run (and never executes runs); any worker takes it. A run's
-job has the run as its lock, so two workers never execute one run at once; a thread has at most one active
-run (run creation locks the thread), so a thread's runs execute in order. Cancelling a run aborts its job:
+An API process in worker mode queues a job per run (and never executes runs): in the transaction that stores the
+run queued (persistence/repositories/run_jobs.py), or through `submit` for a run handed over again; any worker takes
+it. A run's job has the run as its lock, so two workers never execute one run at once; a thread has at most one
+active run (run creation locks the thread), so a thread's runs execute in order. Cancelling a run aborts its job:
 the worker that holds it cancels the run's task at once. A worker executes a run only once its organization
 has a free slot (see limits/admission.py); until then its job goes back to the queue, due later, and is made due
 the moment a slot is given back, so a waiting run never holds a worker's slot.
@@ -109,7 +110,8 @@ SELECT (SELECT count(*) FROM procrastinate_workers
 
 
 class QueueRunExecutor:
-    """The API side: queues a job per run; cancelling aborts the run's job wherever it executes."""
+    """The API side: queues a job for a run handed over again (a new run's job is queued with the run); cancelling
+    aborts the run's job wherever it executes."""
 
     def __init__(self, app: procrastinate.App, lost_seconds: float) -> None:
         self.app, self.lost_seconds = app, lost_seconds
