@@ -10,7 +10,9 @@ import pytest
 from dependency_injector import providers
 
 from application.errors import LeaseLost
+from application.ports.persistence import UnitOfWork
 from application.runs.queueing import queue_run
+from domain.agents import Agent
 from domain.ids import RunId
 from domain.runs import Run, RunStatus
 from domain.threads import Thread
@@ -33,15 +35,21 @@ async def model(container: Container) -> AsyncIterator[FakeOpenAI]:
             await llm.aclose()
 
 
-async def queued_run(container: Container) -> tuple[Thread, Run]:
-    """A queued run on a thread of its own, handed to no executor: the test executes it."""
+async def agent_and_thread(uow: UnitOfWork) -> tuple[Agent, Thread]:
+    """An agent of a new organization and a thread of its, added with the caller's unit of work."""
     org = builders.organization()
     agent = builders.agent(org.id, model="gpt-test")
     thread = builders.thread(org.id, agent_id=agent.id)
+    await uow.organizations.add(org)
+    await uow.agents.add(agent)
+    await uow.threads.add(thread)
+    return agent, thread
+
+
+async def queued_run(container: Container) -> tuple[Thread, Run]:
+    """A queued run on a thread of its own, handed to no executor: the test executes it."""
     async with as_port(container.uow()) as uow:
-        await uow.organizations.add(org)
-        await uow.agents.add(agent)
-        await uow.threads.add(thread)
+        agent, thread = await agent_and_thread(uow)
         queued = await queue_run(
             uow, clock=container.clock(), ids=container.ids(), thread=thread, agent=agent, input="hello"
         )

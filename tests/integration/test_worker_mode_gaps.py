@@ -22,10 +22,9 @@ from infrastructure.execution.pg_event_bus import PostgresRunEventBus, libpq_dsn
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.settings import Settings
-from tests import builders
 from tests.conftest import as_port
 from tests.databases import backend
-from tests.integration.test_run_leases import queued_run
+from tests.integration.test_run_leases import agent_and_thread, queued_run
 
 pytestmark = pytest.mark.skipif(
     backend() != "postgresql",
@@ -134,21 +133,17 @@ async def test_a_run_is_stored_queued_only_with_its_job_for_the_workers(
 ) -> None:
     """Worker mode queues a run's job in the transaction that stores the run: no process that stops in between
     (or job queue that fails to answer) leaves a run queued that no worker would ever take."""
-    org = builders.organization()
-    agent = builders.agent(org.id, model="gpt-test")
-    thread = builders.thread(org.id, agent_id=agent.id)
     async with as_port(container.uow()) as uow:
-        await uow.organizations.add(org)
-        await uow.agents.add(agent)
-        await uow.threads.add(thread)
+        agent, thread = await agent_and_thread(uow)
         await uow.commit()
+    org_id = thread.org_id
     database = Database(settings.database_url, pool_size=2)
     try:
         worker_mode = as_port(SqlAlchemyUnitOfWork(database, queued_runs=True))
 
         async def queued(*, commit: bool) -> Queued:
             async with worker_mode as uow:
-                stored = await uow.threads.get(org.id, thread.id, for_update=True)
+                stored = await uow.threads.get(org_id, thread.id, for_update=True)
                 assert stored is not None
                 queued = await queue_run(
                     uow,
@@ -182,7 +177,7 @@ async def test_a_run_is_stored_queued_only_with_its_job_for_the_workers(
             "queue_name": job_queue.QUEUE,
             "lock": run_id,
             "queueing_lock": run_id,
-            "args": {"org_id": str(org.id), "run_id": run_id},
+            "args": {"org_id": str(org_id), "run_id": run_id},
             "status": "todo",
         }
     ]
