@@ -13,6 +13,7 @@ from uuid import uuid4
 
 import anyio
 import anyio.lowlevel
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
@@ -27,7 +28,7 @@ from application.errors import McpAuthFailed, McpConnectionFailed, McpProtocolEr
 from application.ports.mcp import McpAnswer, McpCallHooks, McpInputRequired, McpTarget, McpToolResult
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import Transport
-from infrastructure.mcp_client.connection import McpConnection, opened
+from infrastructure.mcp_client.connection import McpConnection, _FinishedStream, opened
 from infrastructure.mcp_client.gateway import SdkMcpGateway
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
 from infrastructure.mcp_client.pool import McpSessionPool
@@ -382,6 +383,34 @@ async def test_calls_one_after_another_share_one_connection(
             assert text_of(await gateway.call_tool(target, "echo", {"message": str(i)})) == f"Echo: {i}"
         assert len(taken) == before
         await gateway.close()  # its session ends while the relay is still there
+
+
+class _Body(httpx2.AsyncByteStream):
+    """A response body of two parts that counts how often it is read from the start."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        self.reads += 1
+        yield b"event: message\n"
+        yield b"data: {}\n\n"
+
+
+async def test_an_event_stream_is_read_past_the_response_only_when_it_was_left_before_its_end() -> None:
+    """Closed before its end (the SDK stops at the response), the rest is read, so the connection is kept; read
+    to its end (no response came in it), it is closed as it is: reading on would wait for what never comes, or,
+    on a connection the server closes, never stop."""
+    left, ended = _Body(), _Body()
+    left_early = _FinishedStream(left)
+    async for _ in left_early:
+        break
+    await left_early.aclose()
+    assert left.reads == 2  # the rest of it, read on close
+    read_through = _FinishedStream(ended)
+    assert [part async for part in read_through] == [b"event: message\n", b"data: {}\n\n"]
+    await read_through.aclose()
+    assert ended.reads == 1
 
 
 async def test_an_http_server_restarted_between_calls_is_reconnected(

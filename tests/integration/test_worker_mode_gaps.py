@@ -132,7 +132,8 @@ async def test_a_run_is_stored_queued_only_with_its_job_for_the_workers(
     container: Container, settings: Settings
 ) -> None:
     """Worker mode queues a run's job in the transaction that stores the run: no process that stops in between
-    (or job queue that fails to answer) leaves a run queued that no worker would ever take."""
+    (or job queue that fails to answer) leaves a run queued that no worker would ever take; and a run has one job
+    waiting at most."""
     async with as_port(container.uow()) as uow:
         agent, thread = await agent_and_thread(uow)
         await uow.commit()
@@ -160,6 +161,14 @@ async def test_a_run_is_stored_queued_only_with_its_job_for_the_workers(
 
         abandoned = await queued(commit=False)
         kept = await queued(commit=True)
+        # Its job queued again while it still waits (a resume racing a job handed back): the unit is not refused,
+        # and the run keeps one job.
+        async with worker_mode as uow:
+            run = await uow.runs.get(org_id, kept.run.id, for_update=True)
+            assert run is not None
+            await uow.runs.save(run)
+            assert await uow.run_jobs.add(org_id, run.id)
+            await uow.commit()
     finally:
         await database.dispose()
     assert kept.submitted  # the caller does not submit it again

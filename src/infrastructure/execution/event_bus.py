@@ -20,6 +20,8 @@ class _Channel:
     backlog: deque[RunEvent] = field(default_factory=lambda: deque(maxlen=BACKLOG_EVENTS))
     followers: list[asyncio.Queue[RunEvent]] = field(default_factory=list)
     ended_at: float | None = None
+    ended_seq: int = 0
+    """The seq of the event that ended the run's stream last."""
 
 
 @dataclass
@@ -50,10 +52,10 @@ class InMemoryRunEventBus:
         channel = self._channels.setdefault(event.run_id, _Channel())
         channel.backlog.append(event)
         if event.type.ends_stream:
-            channel.ended_at = time.monotonic()
+            channel.ended_at, channel.ended_seq = time.monotonic(), event.seq
             self._ended.append((channel.ended_at, event.run_id))
-        else:
-            channel.ended_at = None
+        elif event.seq > channel.ended_seq:  # the run went on; an earlier event arriving late (from another
+            channel.ended_at = None  # process: the API's first ones after a worker's) changes nothing
         for follower in channel.followers:
             follower.put_nowait(event)
         self._forget_ended()

@@ -5,9 +5,12 @@ its followers at once, through the in-memory bus; events of other processes arri
 join the same in-memory bus, so a follower does not care where a run executes. NOTIFY payloads are limited
 to 8,000 bytes: a bigger event is sent in pieces that the listener puts back together. Notifications of one
 connection arrive in the order they were sent, and each process publishes a run's events one after the
-other, so a run's events arrive in order. Publishing does not wait for the database: notifications queue in
-the process and one sender sends all that are waiting in one statement (one round trip for many events when runs
-execute side by side), in the order they were published. While the listening connection is down,
+other, so the events one process publishes of a run arrive in order. Those of two processes may not: the API
+process that stores a run publishes its first events after the commit that lets a worker take it, so a worker's
+first events could come before them if the API process stalled right after that commit (a follower then passes
+on the later events only; the earlier ones are stored). Publishing does not wait for the database: notifications
+queue in the process and one sender sends all that are waiting in one statement (one round trip for many events
+when runs execute side by side), in the order they were published. While the listening connection is down,
 notifications are lost: once it is back, the stored events of the runs this process's followers follow are read
 again, so none of those is missed (text deltas sent meanwhile are; the message they built is stored).
 """

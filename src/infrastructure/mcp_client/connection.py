@@ -84,16 +84,23 @@ class _WatchedReadStream:
 
 class _FinishedStream(httpx2.AsyncByteStream):
     """A POST's event stream that, closed before its end, reads what is left of it first (within _DRAIN_SECONDS
-    and _DRAIN_BYTES), so that its connection goes back to the pool instead of being closed."""
+    and _DRAIN_BYTES), so that its connection goes back to the pool instead of being closed. One read to its end
+    is closed as it is (reading past the end would wait for what never comes, or, on a connection the server
+    closes, never stop)."""
 
     def __init__(self, inner: httpx2.AsyncByteStream) -> None:
         self._inner = inner
+        self._ended = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for part in self._inner:
             yield part
+        self._ended = True
 
     async def aclose(self) -> None:
+        if self._ended:
+            await self._inner.aclose()
+            return
         try:
             with anyio.move_on_after(_DRAIN_SECONDS):
                 left = _DRAIN_BYTES
@@ -119,7 +126,8 @@ class _ReusedConnections(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
         streamed = response.headers.get("content-type", "").startswith("text/event-stream")
-        if request.method == "POST" and streamed and isinstance(response.stream, httpx2.AsyncByteStream):
+        kept = response.headers.get("connection", "").lower() != "close"  # else it is not reused anyway
+        if request.method == "POST" and streamed and kept and isinstance(response.stream, httpx2.AsyncByteStream):
             response.stream = _FinishedStream(response.stream)
         return response
 

@@ -1,8 +1,8 @@
 """Runs' jobs in procrastinate's queue (worker mode), inserted with the writes that make the run: a run is queued
 for a worker if and only if it is stored, whatever becomes of the process that stored it."""
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, Text, insert
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import Column, Integer, MetaData, String, Table, Text, text
+from sqlalchemy.dialects.postgresql import JSONB, insert
 
 from domain.ids import OrgId, RunId
 from infrastructure.execution.job_queue import QUEUE, TASK
@@ -21,7 +21,11 @@ _jobs = Table(
     Column("queueing_lock", Text),
     Column("args", JSONB),
 )
-_INSERT = Prepared(insert(_jobs))
+# A run has one job waiting at most (procrastinate's unique index on the queueing lock of jobs still to do): if one
+# waits already, it is the run's, and takes it (procrastinate's defer raises AlreadyEnqueued there instead).
+_INSERT = Prepared(
+    insert(_jobs).on_conflict_do_nothing(index_elements=["queueing_lock"], index_where=text("status = 'todo'"))
+)
 
 
 class SqlRunJobRepository:
