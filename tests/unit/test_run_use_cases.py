@@ -198,6 +198,20 @@ def submit(app: FakeApp) -> SubmitToolResults:
     return SubmitToolResults(app.uow, app.clock, app.ids, app.bus, app.executor)
 
 
+async def test_in_worker_mode_a_run_goes_to_the_workers_with_the_writes_that_store_it(app: FakeApp) -> None:
+    """Created, and resumed with its tool results, the run's job is queued in the same transaction: nothing is
+    submitted after the commit, which a process stopping in between would skip."""
+    org, _, run = await waiting_run(app, "a")
+    app.store.run_jobs = {}  # runs execute from the job queue from here on
+    submitted = list(app.executor.submitted)
+    results = (ToolResultInput(tool_use_id="a", result="A"),)
+    await submit(app).execute(SubmitToolResultsCommand(caller=member(org), run_id=run.id, results=results))
+    other, _, thread = await setup(app)
+    created = await create(app).execute(CreateRunCommand(caller=member(other), thread_id=thread.id, input="Hi"))
+    assert app.executor.submitted == submitted
+    assert app.store.run_jobs == {run.id: org.id, created.run.id: other.id}
+
+
 async def test_results_for_every_waited_call_resume_the_run(app: FakeApp) -> None:
     org, thread, run = await waiting_run(app, "a", "b")
     results = (

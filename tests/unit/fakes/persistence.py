@@ -78,6 +78,9 @@ class Store:
     templates: dict[tuple[OrgId, str], PromptTemplate] = field(default_factory=dict)
     argument_values: dict[tuple[OrgId, str, str, str], datetime] = field(default_factory=dict)
     audit_events: dict[int, AuditEvent] = field(default_factory=dict)
+    run_jobs: dict[RunId, OrgId] | None = None
+    """The runs' jobs queued with the units' writes, where runs execute from a job queue (worker mode); None where
+    they do not (the caller submits them)."""
     commits: int = 0
     failing_commits: int = 0
     """How many of the next commits fail with StorageUnavailable (the database went away), writing nothing."""
@@ -659,10 +662,16 @@ class FakeUsage:
 
 
 class FakeRunJobs:
-    """Runs execute in the process (no job queue): the caller submits them."""
+    """The jobs of worker mode, queued with the unit's writes; none in the process's own mode (the caller submits)."""
+
+    def __init__(self, jobs: Table[RunId, OrgId] | None) -> None:
+        self._jobs = jobs
 
     async def add(self, org_id: OrgId, run_id: RunId) -> bool:
-        return False
+        if self._jobs is None:
+            return False
+        self._jobs.put(run_id, org_id)
+        return True
 
 
 class FakeUnitOfWork:
@@ -687,7 +696,7 @@ class FakeUnitOfWork:
         run_events = FakeRunEvents(self._table(s.run_events))
         self.runs: RunRepository = FakeRuns(self._table(s.runs), run_events)
         self.run_events: RunEventRepository = run_events
-        self.run_jobs: RunJobRepository = FakeRunJobs()
+        self.run_jobs: RunJobRepository = FakeRunJobs(None if s.run_jobs is None else self._table(s.run_jobs))
         self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))
         self.argument_values: ArgumentValueRepository = FakeArgumentValues(self._table(s.argument_values))
         self.audit_events: AuditEventRepository = FakeAuditEvents(self._table(s.audit_events))
