@@ -23,8 +23,9 @@ class _StaleFirstRead:
         t = self._transaction
         self.organizations, self.api_keys, self.agents, self.threads = t.organizations, t.api_keys, t.agents, t.threads
         self.messages, self.integrations, self.sources, self.runs = t.messages, t.integrations, t.sources, t.runs
-        self.run_events, self.prompt_templates, self.argument_values = (
+        self.run_events, self.run_jobs, self.prompt_templates, self.argument_values = (
             t.run_events,
+            t.run_jobs,
             t.prompt_templates,
             t.argument_values,
         )
