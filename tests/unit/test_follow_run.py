@@ -10,11 +10,11 @@ from application.ports.execution import RunEventBus, RunSubscription
 from application.runs.create_run import CreateRun, CreateRunCommand
 from application.runs.follow_run import FollowRun
 from domain.ids import RunId
-from domain.run_events import RunEvent
+from domain.run_events import RunEvent, RunEventType
 from domain.runs import ClientTool, Run
 from tests.unit.fakes.app import FakeApp, member
 from tests.unit.fakes.persistence import FakeUnitOfWork
-from tests.unit.fakes.ports import Hold, answer, call, calls
+from tests.unit.fakes.ports import Hold, RecordingBus, answer, call, calls
 
 
 class _StartsTheRunWhileSubscribing:
@@ -173,3 +173,35 @@ async def test_a_follower_that_arrives_as_the_run_stops_to_wait_for_the_client_e
             received.append(event.type.value)
     assert received[-1] == "run.requires_action"
     assert received.count("run.requires_action") == 1
+
+
+class _InProgressComesLate(RecordingBus):
+    """A bus on which a run's `run.in_progress` reaches followers after the event that follows it, as a run's
+    events published by two processes (the API's, a worker's) may arrive through two connections."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._late: RunEvent | None = None
+
+    async def publish(self, event: RunEvent) -> None:
+        if event.type is RunEventType.IN_PROGRESS and self._late is None:
+            self._late = event
+            return
+        await super().publish(event)
+        if self._late is not None:
+            late, self._late = self._late, None
+            await super().publish(late)
+
+
+async def test_a_live_event_that_comes_after_a_later_one_is_not_lost() -> None:
+    app = FakeApp(bus=_InProgressComesLate())
+    app.model.then(answer("Hello"))
+    run = await queued_run(app)
+    received: list[str] = []
+    async with await FollowRun(app.uow, app.bus).execute(member(run.org_id), run.id) as follower:
+        executing = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+        async for event in follower.events(heartbeat=5):
+            assert event is not None
+            received.append(f"{event.seq} {event.type.value}")
+        await executing
+    assert received == ["1 run.created", "2 run.in_progress", "3 message.delta", "4 message.delta", "5 run.completed"]

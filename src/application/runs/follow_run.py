@@ -39,7 +39,8 @@ class RunFollower:
     async def events(self, heartbeat: float, until: asyncio.Event | None = None) -> AsyncIterator[RunEvent | None]:
         """The history, then live events (None after `heartbeat` seconds of silence, once what storage has
         since then is given) until one ends it, or until `until` is set (the process is stopping: the
-        follower comes back with Last-Event-ID). Each event once, in order of seq."""
+        follower comes back with Last-Event-ID). Each event once, in order of seq: a live event that skips
+        over seqs brings the stored events it skipped first."""
         async for batch in self.batches(heartbeat, until):
             if batch is None:
                 yield None
@@ -76,6 +77,11 @@ class RunFollower:
                         continue
                     arrived = [event, *self.subscription.received()]
                 batch, ended = _after(arrived, last)
+                if batch and batch[0].seq > last + 1:  # events of two processes may arrive out of order (a worker's
+                    # before the API's last ones): those skipped over are stored (published after their commit)
+                    skipped = [e for e in await self._stored_after(last) if e.seq < batch[0].seq]
+                    if skipped:
+                        batch, ended = _after(_merged(skipped, arrived), last)
                 if batch:
                     last = batch[-1].seq
                     yield batch

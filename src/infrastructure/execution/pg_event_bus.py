@@ -7,12 +7,13 @@ to 8,000 bytes: a bigger event is sent in pieces that the listener puts back tog
 connection arrive in the order they were sent, and each process publishes a run's events one after the
 other, so the events one process publishes of a run arrive in order. Those of two processes may not: the API
 process that stores a run publishes its first events after the commit that lets a worker take it, so a worker's
-first events could come before them if the API process stalled right after that commit (a follower then passes
-on the later events only; the earlier ones are stored). Publishing does not wait for the database: notifications
-queue in the process and one sender sends all that are waiting in one statement (one round trip for many events
-when runs execute side by side), in the order they were published. While the listening connection is down,
-notifications are lost: once it is back, the stored events of the runs this process's followers follow are read
-again, so none of those is missed (text deltas sent meanwhile are; the message they built is stored).
+first events could come before them if the API process stalled right after that commit (a follower that gets
+an event skipping over seqs reads the skipped ones from storage: they were stored before they were published).
+Publishing does not wait for the database: notifications queue in the process and one sender sends all that are
+waiting in one statement (one round trip for many events when runs execute side by side), in the order they were
+published. While the listening connection is down, notifications are lost: once it is back, the stored events of
+the runs this process's followers follow are read again, so none of those is missed (text deltas sent meanwhile
+are; the message they built is stored).
 """
 
 import asyncio
