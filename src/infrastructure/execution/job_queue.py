@@ -79,6 +79,17 @@ async def opened(database_url: str, pool_size: int, lost_seconds: float) -> Asyn
         yield app
 
 
+def run_job_locks(run_id: RunId) -> dict[str, str]:
+    """A run's job has the run as its lock (one worker at a time executes it) and its queueing lock (it waits in
+    the queue once)."""
+    return {"lock": str(run_id), "queueing_lock": str(run_id)}
+
+
+def run_job_args(org_id: OrgId, run_id: RunId) -> dict[str, str]:
+    """What a run's job is called with (see _execute_run_job)."""
+    return {"org_id": str(org_id), "run_id": str(run_id)}
+
+
 async def _execute_run_job(context: JobContext, org_id: str, run_id: str) -> None:
     runs: WorkerRuns = context.additional_context[RUNS]
     await runs.execute(context, OrgId(UUID(org_id)), RunId(UUID(run_id)))
@@ -117,9 +128,9 @@ class QueueRunExecutor:
         self.app, self.lost_seconds = app, lost_seconds
 
     async def submit(self, org_id: OrgId, run_id: RunId) -> None:
-        job = self.app.configure_task(TASK, lock=str(run_id), queueing_lock=str(run_id))
+        job = self.app.configure_task(TASK, **run_job_locks(run_id))
         with contextlib.suppress(AlreadyEnqueued):  # queued already, and not taken yet
-            await job.defer_async(org_id=str(org_id), run_id=str(run_id))
+            await job.defer_async(**run_job_args(org_id, run_id))
 
     async def reserve(self, org_id: OrgId) -> None:
         """None: an API process in worker mode executes no run; each is queued for a worker."""
@@ -235,11 +246,9 @@ async def _later(
     context: JobContext, org_id: OrgId, run_id: RunId, in_seconds: float = ADMISSION_RETRY_SECONDS
 ) -> None:
     """The run's job back in the queue, due in `in_seconds` (the organization's slots are all taken: until woken)."""
-    job = context.app.configure_task(
-        TASK, lock=str(run_id), queueing_lock=str(run_id), schedule_in={"seconds": in_seconds}
-    )
+    job = context.app.configure_task(TASK, **run_job_locks(run_id), schedule_in={"seconds": in_seconds})
     with contextlib.suppress(AlreadyEnqueued):  # queued again meanwhile (resumed by its client)
-        await job.defer_async(org_id=str(org_id), run_id=str(run_id))
+        await job.defer_async(**run_job_args(org_id, run_id))
 
 
 async def work(

@@ -5,7 +5,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, Text, text
 from sqlalchemy.dialects.postgresql import JSONB, insert
 
 from domain.ids import OrgId, RunId
-from infrastructure.execution.job_queue import QUEUE, TASK
+from infrastructure.execution.job_queue import QUEUE, TASK, run_job_args, run_job_locks
 from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.prepared import Prepared
 
@@ -35,14 +35,6 @@ class SqlRunJobRepository:
     async def add(self, org_id: OrgId, run_id: RunId) -> bool:
         if not self._queued:
             return False
-        run = str(run_id)
-        job = {
-            "queue_name": QUEUE,
-            "task_name": TASK,
-            "priority": 0,
-            "lock": run,  # one worker at a time executes the run
-            "queueing_lock": run,  # and it is queued once
-            "args": {"org_id": str(org_id), "run_id": run},
-        }
-        await self._connection.later(_INSERT, job)
+        job = {"queue_name": QUEUE, "task_name": TASK, "priority": 0, **run_job_locks(run_id)}
+        await self._connection.later(_INSERT, job | {"args": run_job_args(org_id, run_id)})
         return True
