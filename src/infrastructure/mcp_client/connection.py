@@ -98,16 +98,14 @@ class _FinishedStream(httpx2.AsyncByteStream):
         self._ended = True
 
     async def aclose(self) -> None:
-        if self._ended:
-            await self._inner.aclose()
-            return
         try:
-            with anyio.move_on_after(_DRAIN_SECONDS):
-                left = _DRAIN_BYTES
-                async for part in self._inner:
-                    left -= len(part)
-                    if left < 0:
-                        break
+            if not self._ended:
+                with anyio.move_on_after(_DRAIN_SECONDS):
+                    left = _DRAIN_BYTES
+                    async for part in self._inner:
+                        left -= len(part)
+                        if left < 0:
+                            break
         except httpx2.TransportError:
             pass  # the stream was cut: its connection is closed below, as it would have been
         finally:
