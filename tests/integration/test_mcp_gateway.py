@@ -28,7 +28,7 @@ from application.errors import McpAuthFailed, McpConnectionFailed, McpProtocolEr
 from application.ports.mcp import McpAnswer, McpCallHooks, McpInputRequired, McpTarget, McpToolResult
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import Transport
-from infrastructure.mcp_client.connection import McpConnection, _FinishedStream, opened
+from infrastructure.mcp_client.connection import McpConnection, _FinishedStream, _ReusedConnections, opened
 from infrastructure.mcp_client.gateway import SdkMcpGateway
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
 from infrastructure.mcp_client.pool import McpSessionPool
@@ -411,6 +411,29 @@ async def test_an_event_stream_is_read_past_the_response_only_when_it_was_left_b
     assert [part async for part in read_through] == [b"event: message\n", b"data: {}\n\n"]
     await read_through.aclose()
     assert ended.reads == 1
+
+
+@pytest.mark.timeout(30)  # reading past such a stream's end never stopped: the process spun
+async def test_an_event_stream_read_to_its_end_on_a_connection_the_server_closes_ends_the_request() -> None:
+    """A POST's event stream without the response the SDK waits for is read to its end; on a connection the server
+    closes after it, the request ends there, and the next one goes on a new connection."""
+    event = b'event: message\ndata: {"jsonrpc": "2.0", "method": "notifications/message"}\n\n'
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\ntransfer-encoding: chunked"
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(h.split(b":")[1]) for h in request.split(b"\r\n") if h.lower().startswith(b"content-length"))
+        await reader.readexactly(length)
+        writer.write(head + b"\r\n\r\n" + b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server, httpx2.AsyncClient(transport=_ReusedConnections(httpx2.AsyncHTTPTransport())) as client:
+        for _ in range(2):
+            async with client.stream("POST", f"http://127.0.0.1:{port}/mcp", json={}) as response:
+                assert [line async for line in response.aiter_lines() if line.startswith("data:")]
 
 
 async def test_an_http_server_restarted_between_calls_is_reconnected(
