@@ -13,8 +13,8 @@ from tests.conftest import MakeTenant, Tenant, member_headers
 from tests.fakes.mcp_server import FakeMcpServer
 
 Json = dict[str, Any]
-CREDENTIAL = "sk-first-credential-0123456789"
-NEW_CREDENTIAL = "sk-second-credential-9876543210"
+CREDENTIAL = "sk-first-credential-QvZkTw"
+NEW_CREDENTIAL = "sk-second-credential-JmXwRy"
 CHATMD = '<config model="gpt-test"/>\n<system>You check things.</system>\n<user>Check {thing}</user>\n'
 
 
