@@ -3,6 +3,7 @@ from that worker (which may be silent rather than dead); a process whose link to
 gives its followers the events stored meanwhile; a run is stored queued only with its job."""
 
 import asyncio
+import uuid
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -14,6 +15,7 @@ from procrastinate.jobs import Job
 
 from application.errors import LeaseLost, StorageUnavailable
 from application.runs.queueing import Queued, queue_run
+from domain.ids import OrgId, RunId
 from domain.run_events import RunEvent, RunInProgress
 from domain.runs import RunStatus
 from infrastructure.container import Container
@@ -190,3 +192,63 @@ async def test_a_run_is_stored_queued_only_with_its_job_for_the_workers(
             "status": "todo",
         }
     ]
+
+
+async def _job_statuses(app: Any, locks: list[str]) -> dict[str, str]:
+    rows = await app.connector.execute_query_all_async(
+        "SELECT lock, status FROM procrastinate_jobs WHERE lock = ANY(%(locks)s)", locks=locks
+    )
+    return {row["lock"]: row["status"] for row in rows}
+
+
+async def test_a_runs_job_that_succeeded_is_deleted_as_it_ends_and_one_that_failed_is_kept(settings: Settings) -> None:
+    """The queue's tables do not grow with every run executed: the run's row is its record."""
+    queue = f"test-{uuid.uuid4().hex[:8]}"  # no other worker takes these jobs
+    done, broken = str(uuid.uuid4()), str(uuid.uuid4())
+    org_id = str(uuid.uuid4())
+
+    async def execute(org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False) -> None:
+        if str(run_id) == broken:
+            raise RuntimeError("a bug")
+
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        for run_id in (done, broken):
+            task = app.configure_task(job_queue.TASK, queue=queue, lock=run_id, queueing_lock=run_id)
+            await task.defer_async(org_id=org_id, run_id=run_id)
+        await job_queue.work(
+            job_queue.QueueRunExecutor(app, 4),
+            job_queue.WorkerRuns(execute),
+            queues=[queue],
+            concurrency=1,
+            grace_seconds=1,
+            lost_seconds=4,
+            signals=False,
+            wait=False,  # until no job is due
+        )
+        assert await _job_statuses(app, [done, broken]) == {broken: "failed"}
+
+
+async def test_jobs_that_ended_long_ago_are_deleted_by_a_periodic_task(settings: Settings) -> None:
+    old, recent = str(uuid.uuid4()), str(uuid.uuid4())
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        for lock in (old, recent):
+            # Due in an hour: no worker takes it meanwhile; then failed, as a worker would have left it.
+            task = app.configure_task(job_queue.TASK, lock=lock, queueing_lock=lock, schedule_in={"hours": 1})
+            job_id = await task.defer_async(org_id=str(uuid.uuid4()), run_id=lock)
+            await app.connector.execute_query_async(
+                "UPDATE procrastinate_jobs SET status = 'failed' WHERE id = %(id)s", id=job_id
+            )
+        days_ago = job_queue.FINISHED_JOBS_KEPT_HOURS // 24 + 1
+        await app.connector.execute_query_async(
+            "UPDATE procrastinate_events SET at = now() - make_interval(days => %(days)s)"
+            " WHERE job_id = (SELECT id FROM procrastinate_jobs WHERE lock = %(lock)s)",
+            days=days_ago,
+            lock=old,
+        )
+        periodic = {p.task.name: p.cron for p in app.periodic_registry.periodic_tasks.values()}
+        assert periodic[job_queue.CLEAN_UP] == job_queue.CLEAN_UP_CRON
+
+        await app.tasks[job_queue.CLEAN_UP].func(SimpleNamespace(app=app), timestamp=0)
+
+        assert await _job_statuses(app, [old, recent]) == {recent: "failed"}
+        await app.connector.execute_query_async("DELETE FROM procrastinate_jobs WHERE lock = %(lock)s", lock=recent)

@@ -7,6 +7,10 @@ active run (run creation locks the thread), so a thread's runs execute in order.
 the worker that holds it cancels the run's task at once. A worker executes a run only once its organization
 has a free slot (see limits/admission.py); until then its job goes back to the queue, due later, and is made due
 the moment a slot is given back, so a waiting run never holds a worker's slot.
+
+A job that succeeded is deleted as it ends (its run's row says how the run went); one that failed or was aborted
+is kept FINISHED_JOBS_KEPT_HOURS for an operator to look at, then deleted by a periodic task, so the queue's tables
+hold what is queued, running or recent, not every run ever executed.
 """
 
 import asyncio
@@ -22,7 +26,7 @@ import procrastinate
 import psycopg
 from procrastinate.exceptions import AlreadyEnqueued, ConnectorException
 from procrastinate.job_context import AbortReason, JobContext
-from procrastinate.jobs import Job
+from procrastinate.jobs import DeleteJobCondition, Job
 
 from application.errors import StorageUnavailable
 from application.ports.execution import HANDED_BACK
@@ -37,6 +41,7 @@ logger = logging.getLogger(__name__)
 QUEUE = "runs"
 TASK = "execute_run"
 RECOVER = "take_over_lost_runs"
+CLEAN_UP = "remove_finished_jobs"
 RUNS = "threadline_runs"
 """The key of the worker's run executor in the jobs' context."""
 LOST_SECONDS = "threadline_lost_seconds"
@@ -59,6 +64,10 @@ pausing to go on later: about five minutes of outage, at NOT_STARTED_RETRY_SECON
 MAX_TRIES = 1_000
 POLL_SECONDS = 1.0
 """How often a worker looks for jobs whose time came (runs that waited for a slot); new jobs arrive at once."""
+FINISHED_JOBS_KEPT_HOURS = 7 * 24
+"""How long a job that ended without succeeding is kept (a succeeded one is deleted as it ends)."""
+CLEAN_UP_CRON = "17 * * * *"
+"""When the jobs kept long enough are deleted: hourly (one worker does it; periodic jobs are deferred once)."""
 
 
 def job_queue(database_url: str, pool_size: int, lost_seconds: float = 15) -> procrastinate.App:
@@ -70,6 +79,8 @@ def job_queue(database_url: str, pool_size: int, lost_seconds: float = 15) -> pr
     every = max(1, int(lost_seconds // 3))
     take_over = app.task(name=RECOVER, queue=QUEUE, pass_context=True, queueing_lock=RECOVER)(_take_over_lost_runs)
     app.periodic(cron=f"* * * * * */{every}", periodic_id=RECOVER)(take_over)
+    clean_up = app.task(name=CLEAN_UP, queue=QUEUE, pass_context=True, queueing_lock=CLEAN_UP)(_remove_finished_jobs)
+    app.periodic(cron=CLEAN_UP_CRON, periodic_id=CLEAN_UP)(clean_up)
     return app
 
 
@@ -111,6 +122,17 @@ async def _take_over_lost_runs(context: JobContext, timestamp: int) -> None:
         logger.warning("taking over a run whose worker was lost", extra={"run_id": run_id})
         await app.connector.execute_query_async(_FENCE, run_id=str(run_id))
         await app.job_manager.retry_job(job)
+
+
+async def _remove_finished_jobs(context: JobContext, timestamp: int) -> None:
+    """The queue's jobs that ended more than FINISHED_JOBS_KEPT_HOURS ago, whatever their end, and their events."""
+    await context.app.job_manager.delete_old_jobs(
+        nb_hours=FINISHED_JOBS_KEPT_HOURS,
+        queue=QUEUE,
+        include_failed=True,
+        include_cancelled=True,
+        include_aborted=True,
+    )
 
 
 _HEALTH = """
@@ -260,10 +282,11 @@ async def work(
     grace_seconds: float,
     lost_seconds: float,
     signals: bool = True,
+    wait: bool = True,
 ) -> None:
-    """Be a worker until SIGTERM or SIGINT (or, without `signals`, until cancelled): take the queues' jobs,
-    `concurrency` at a time. The worker sends a heartbeat four times per `lost_seconds`; one silent for longer
-    is lost, and its runs are taken over."""
+    """Be a worker until SIGTERM or SIGINT (or, without `signals`, until cancelled; without `wait`, until no job is
+    due): take the queues' jobs, `concurrency` at a time. The worker sends a heartbeat four times per
+    `lost_seconds`; one silent for longer is lost, and its runs are taken over. A job that succeeded is deleted."""
     if not isinstance(executor, QueueRunExecutor):
         raise TypeError("a worker needs the job queue executor (THREADLINE_EXECUTOR=queue)")
     await executor.app.run_worker_async(
@@ -277,4 +300,6 @@ async def work(
         install_signal_handlers=signals,
         listen_notify=True,
         fetch_job_polling_interval=POLL_SECONDS,
+        delete_jobs=DeleteJobCondition.SUCCESSFUL,
+        wait=wait,
     )
