@@ -10,8 +10,9 @@ from typing import Any
 
 import psycopg
 import pytest
+from procrastinate.exceptions import ConnectorException
 from procrastinate.job_context import AbortReason
-from procrastinate.jobs import Job
+from procrastinate.jobs import Job, Status
 
 from application.errors import LeaseLost, StorageUnavailable
 from application.runs.queueing import Queued, queue_run
@@ -52,10 +53,17 @@ async def test_a_run_taken_over_from_a_lost_worker_refuses_that_workers_late_wri
         )
         context: Any = SimpleNamespace(app=app, additional_context={job_queue.LOST_SECONDS: 4})
         await job_queue._take_over_lost_runs(context, 0)
-        [row] = await app.connector.execute_query_all_async(
-            "SELECT attempts FROM procrastinate_jobs WHERE id = %(id)s", id=job_id
+        # The lost worker, back, finishes its job as its run stopped (LeaseLost): that leaves the run's new job be.
+        lost = Job(id=job_id, queue=job_queue.QUEUE, lock=str(run.id), queueing_lock=None, task_name=job_queue.TASK)
+        with pytest.raises(ConnectorException):
+            await app.job_manager.finish_job(lost, status=Status.SUCCEEDED, delete_job=True)
+        jobs = await app.connector.execute_query_all_async(
+            "SELECT id, status FROM procrastinate_jobs WHERE lock = %(lock)s ORDER BY id", lock=str(run.id)
         )
-    assert row["attempts"] == 1  # back in the queue, for another worker
+        await app.connector.execute_query_async(
+            "DELETE FROM procrastinate_jobs WHERE lock = %(lock)s", lock=str(run.id)
+        )
+    assert [row["status"] for row in jobs] == ["failed", "todo"]  # back in the queue as a job of its own
     held.start(held.created_at)
     with pytest.raises(LeaseLost):  # what the lost worker still writes, before anyone took the run, is refused
         async with as_port(container.uow()) as uow:
@@ -225,7 +233,15 @@ async def test_a_runs_job_that_succeeded_is_deleted_as_it_ends_and_one_that_fail
             signals=False,
             wait=False,  # until no job is due
         )
-        assert await _job_statuses(app, [done, broken]) == {broken: "failed"}
+        statuses = await _job_statuses(app, [done, broken])
+        # What its periodic deferrer queued on the runs' queue meanwhile is left to no one.
+        await app.connector.execute_query_async(
+            "DELETE FROM procrastinate_jobs WHERE lock = ANY(%(locks)s)"
+            " OR (task_name = ANY(%(periodic)s) AND status = 'todo')",
+            locks=[done, broken],
+            periodic=[job_queue.RECOVER, job_queue.CLEAN_UP],
+        )
+    assert statuses == {broken: "failed"}
 
 
 async def test_jobs_that_ended_long_ago_are_deleted_by_a_periodic_task(settings: Settings) -> None:
@@ -238,17 +254,22 @@ async def test_jobs_that_ended_long_ago_are_deleted_by_a_periodic_task(settings:
             await app.connector.execute_query_async(
                 "UPDATE procrastinate_jobs SET status = 'failed' WHERE id = %(id)s", id=job_id
             )
-        days_ago = job_queue.FINISHED_JOBS_KEPT_HOURS // 24 + 1
-        await app.connector.execute_query_async(
-            "UPDATE procrastinate_events SET at = now() - make_interval(days => %(days)s)"
-            " WHERE job_id = (SELECT id FROM procrastinate_jobs WHERE lock = %(lock)s)",
-            days=days_ago,
-            lock=old,
-        )
+        kept = job_queue.FINISHED_JOBS_KEPT_HOURS
+        for lock, hours_ago in ((old, kept + 1), (recent, kept - 1)):  # when each ended
+            await app.connector.execute_query_async(
+                "UPDATE procrastinate_events SET at = now() - make_interval(hours => %(hours)s)"
+                " WHERE job_id = (SELECT id FROM procrastinate_jobs WHERE lock = %(lock)s)",
+                hours=hours_ago,
+                lock=lock,
+            )
         periodic = {p.task.name: p.cron for p in app.periodic_registry.periodic_tasks.values()}
-        assert periodic[job_queue.CLEAN_UP] == job_queue.CLEAN_UP_CRON
+        try:
+            assert periodic[job_queue.CLEAN_UP] == job_queue.CLEAN_UP_CRON
 
-        await app.tasks[job_queue.CLEAN_UP].func(SimpleNamespace(app=app), timestamp=0)
+            await app.tasks[job_queue.CLEAN_UP].func(SimpleNamespace(app=app), timestamp=0)
 
-        assert await _job_statuses(app, [old, recent]) == {recent: "failed"}
-        await app.connector.execute_query_async("DELETE FROM procrastinate_jobs WHERE lock = %(lock)s", lock=recent)
+            assert await _job_statuses(app, [old, recent]) == {recent: "failed"}
+        finally:
+            await app.connector.execute_query_async(
+                "DELETE FROM procrastinate_jobs WHERE lock = ANY(%(locks)s)", locks=[old, recent]
+            )

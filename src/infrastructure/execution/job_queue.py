@@ -26,7 +26,7 @@ import procrastinate
 import psycopg
 from procrastinate.exceptions import AlreadyEnqueued, ConnectorException
 from procrastinate.job_context import AbortReason, JobContext
-from procrastinate.jobs import DeleteJobCondition, Job
+from procrastinate.jobs import DeleteJobCondition, Job, Status
 
 from application.errors import StorageUnavailable
 from application.ports.execution import HANDED_BACK
@@ -130,10 +130,16 @@ async def _take_over_lost_runs(context: JobContext, timestamp: int) -> None:
     lost_seconds: float = context.additional_context[LOST_SECONDS]
     app = context.app
     for job in await app.job_manager.get_stalled_jobs(task_name=TASK, seconds_since_heartbeat=lost_seconds):
-        run_id = job.task_kwargs.get("run_id")
-        logger.warning("taking over a run whose worker was lost", extra={"run_id": run_id})
+        org_id, run_id = OrgId(UUID(str(job.task_kwargs["org_id"]))), RunId(UUID(str(job.task_kwargs["run_id"])))
+        logger.warning("taking over a run whose worker was lost", extra={"run_id": str(run_id)})
         await app.connector.execute_query_async(_FENCE, run_id=str(run_id))
-        await app.job_manager.retry_job(job)
+        # A job of its own for the run, not the lost job queued again: a worker that was only cut off finishes its
+        # job when it is back (its run stopped, its writes refused), and would finish (delete) the run's job with it.
+        # Queued first: no worker takes it before the lost job has failed (they share the run's lock).
+        again = app.configure_task(TASK, **run_job_locks(run_id))
+        with contextlib.suppress(AlreadyEnqueued):  # queued by an earlier try that stopped here
+            await again.defer_async(**run_job_args(org_id, run_id))
+        await app.job_manager.finish_job(job, status=Status.FAILED, delete_job=False)
 
 
 async def _remove_finished_jobs(context: JobContext, timestamp: int) -> None:
