@@ -28,6 +28,7 @@ from application.errors import McpAuthFailed, McpConnectionFailed, McpProtocolEr
 from application.ports.mcp import McpAnswer, McpCallHooks, McpInputRequired, McpTarget, McpToolResult
 from domain.ids import IntegrationId, OrgId
 from domain.integrations import Transport
+from infrastructure.mcp_client import connection
 from infrastructure.mcp_client.connection import McpConnection, _FinishedStream, _ReusedConnections, opened
 from infrastructure.mcp_client.gateway import SdkMcpGateway
 from infrastructure.mcp_client.operator_servers import OperatorServerRegistry
@@ -411,6 +412,43 @@ async def test_an_event_stream_is_read_past_the_response_only_when_it_was_left_b
     assert [part async for part in read_through] == [b"event: message\n", b"data: {}\n\n"]
     await read_through.aclose()
     assert ended.reads == 1
+
+
+class _Endless(httpx2.AsyncByteStream):
+    """A response body that never ends (a server that keeps streaming after the response), or that is cut after its
+    first part; it counts what is read of it and whether it was closed."""
+
+    def __init__(self, *, cut: bool = False) -> None:
+        self.read, self.closed, self._cut = 0, False, cut
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while True:
+            part = b"data: " + b"x" * 4_090 + b"\n\n"
+            self.read += len(part)
+            yield part
+            if self._cut:
+                raise httpx2.ReadError("the connection was reset")
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_what_is_left_of_an_event_stream_is_read_up_to_a_bound_and_a_cut_one_is_closed_quietly() -> None:
+    """A server that goes on streaming after the response does not hold the call: at most _DRAIN_BYTES more are read
+    before the stream (and its connection) is closed; one cut while it is read is closed without an error."""
+    endless = _Endless()
+    stream = _FinishedStream(endless)
+    async for _ in stream:
+        break
+    await stream.aclose()
+    assert endless.closed
+    assert connection._DRAIN_BYTES < endless.read <= connection._DRAIN_BYTES + 2 * 4_096
+    cut = _Endless(cut=True)
+    stream = _FinishedStream(cut)
+    async for _ in stream:
+        break
+    await stream.aclose()  # the reset is not the caller's concern: the response it waited for is in
+    assert cut.closed
 
 
 @pytest.mark.timeout(30)  # reading past such a stream's end never stopped: the process spun
