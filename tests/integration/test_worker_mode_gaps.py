@@ -18,13 +18,15 @@ from application.errors import LeaseLost, StorageUnavailable
 from application.runs.queueing import Queued, queue_run
 from domain.ids import OrgId, RunId
 from domain.run_events import RunEvent, RunInProgress
-from domain.runs import RunStatus
+from domain.runs import Run, RunStatus
 from infrastructure.container import Container
 from infrastructure.execution import job_queue
 from infrastructure.execution.pg_event_bus import PostgresRunEventBus, libpq_dsn
+from infrastructure.limits.admission import RunAdmission
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.settings import Settings
+from tests import builders
 from tests.conftest import as_port
 from tests.databases import backend
 from tests.integration.test_run_leases import agent_and_thread, queued_run
@@ -273,3 +275,65 @@ async def test_jobs_that_ended_long_ago_are_deleted_by_a_periodic_task(settings:
             await app.connector.execute_query_async(
                 "DELETE FROM procrastinate_jobs WHERE lock = ANY(%(locks)s)", locks=[old, recent]
             )
+
+
+async def test_a_run_is_admitted_while_its_organization_has_a_free_slot_and_older_waiting_runs_go_first(
+    container: Container, settings: Settings
+) -> None:
+    """Fair share (the organization may execute one run at a time): the oldest run is admitted; a newer one is
+    refused while the slot is held, and refused again once it is free because an older run waits for it, which
+    is woken (its job made due); that one is then admitted."""
+    async with as_port(container.uow()) as uow:
+        agent, first = await agent_and_thread(uow)
+        threads = [
+            first,
+            builders.thread(first.org_id, agent_id=agent.id),
+            builders.thread(first.org_id, agent_id=agent.id),
+        ]
+        for thread in threads[1:]:
+            await uow.threads.add(thread)
+        runs = [
+            (await queue_run(uow, clock=container.clock(), ids=container.ids(), thread=t, agent=agent, input="hi")).run
+            for t in threads
+        ]
+        await uow.commit()
+    org_id, (oldest, older, newest) = first.org_id, runs
+    admission = RunAdmission(container.database(), default_limit=10)
+    queue = f"test-{uuid.uuid4().hex[:8]}"  # no worker takes these jobs
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        sql = app.connector.execute_query_async
+        await sql("UPDATE organizations SET max_concurrent_runs = 1 WHERE id = %(org)s", org=org_id)
+        for age, run in zip((30, 20, 10), runs, strict=True):  # created in this order, seconds apart
+            await sql(
+                "UPDATE runs SET created_at = now() - make_interval(secs => %(age)s) WHERE id = %(run)s",
+                age=age,
+                run=run.id,
+            )
+            if run is not oldest:  # refused before, waiting in the queue for a slot (due later, unless woken)
+                task = app.configure_task(
+                    job_queue.TASK, queue=queue, lock=str(run.id), queueing_lock=str(run.id), schedule_in={"hours": 1}
+                )
+                await task.defer_async(**job_queue.run_job_args(org_id, run.id))
+
+        async def due(run: Run) -> bool:
+            [row] = await app.connector.execute_query_all_async(
+                "SELECT scheduled_at <= now() AS due FROM procrastinate_jobs WHERE queueing_lock = %(run)s",
+                run=str(run.id),
+            )
+            return bool(row["due"])
+
+        try:
+            first_try = [await admission.admit(org_id, oldest.id), await admission.admit(org_id, newest.id)]
+            # The oldest ends and gives its slot back (as a worker's release does, without waking anyone).
+            await sql("UPDATE runs SET status = 'completed', admitted_at = NULL WHERE id = %(run)s", run=oldest.id)
+            newest_again = await admission.admit(org_id, newest.id)
+            woken = (await due(older), await due(newest))
+            older_admitted = await admission.admit(org_id, older.id)
+            ended = await admission.admit(org_id, oldest.id)
+        finally:
+            await sql("DELETE FROM procrastinate_jobs WHERE queue_name = %(queue)s", queue=queue)
+    assert [a.admitted for a in first_try] == [True, False]
+    assert not newest_again.admitted
+    assert woken == (True, False)  # the older run's job is due now; the newer one's still later
+    assert older_admitted.admitted and older_admitted.request_id == older.request_id
+    assert ended.admitted  # nothing to execute: its execution says so

@@ -25,11 +25,9 @@ from infrastructure.persistence.engine import Database
 from infrastructure.persistence.errors import translating
 
 _LIMIT = text("SELECT max_concurrent_runs FROM organizations WHERE id = :org FOR UPDATE")
-# The organization's row locked, with the run to admit.
-_LIMIT_AND_RUN = text(
-    "SELECT o.max_concurrent_runs, r.status, r.admitted_at, r.request_id FROM organizations o"
-    " LEFT JOIN runs r ON r.id = :run AND r.org_id = o.id WHERE o.id = :org FOR UPDATE OF o"
-)
+# A run admitted, or refused (the runs ahead of it woken), in one round trip: see migration 0019, which holds the
+# admission's statements (the organization's lock, the slots held and the waiting runs ahead counted after it).
+_ADMIT_RUN = text("SELECT admitted, request_id FROM threadline_admit_run(:org, :run, :default_limit)")
 # The slots held in the organization: its runs admitted and queued or in progress.
 _HOLDING_COUNT = (
     "SELECT count(*) FROM runs WHERE org_id = :org AND admitted_at IS NOT NULL AND status IN ('queued', 'in_progress')"
@@ -40,25 +38,14 @@ _WAITING_JOBS = (
     "runs r JOIN procrastinate_jobs j ON j.queueing_lock = CAST(r.id AS text) AND j.status = 'todo'"
     " WHERE r.org_id = :org AND r.status = 'queued' AND r.admitted_at IS NULL"
 )
-_OLDER_THAN = "r.created_at < (SELECT created_at FROM runs WHERE id = {})"
-# The slots held, and how many of the waiting runs are older than :run.
-_HOLDING_AND_AHEAD = text(
-    f"SELECT ({_HOLDING_COUNT}) AS holding,"
-    f" (SELECT count(*) FROM {_WAITING_JOBS} AND {_OLDER_THAN.format(':run')}) AS ahead"
-)
-_ADMIT = text("UPDATE runs SET admitted_at = now() WHERE id = :run")
 _RELEASE = text(
     "UPDATE runs SET admitted_at = NULL WHERE id = :run AND status NOT IN ('queued', 'in_progress') RETURNING org_id"
 )
 # Whether a waiting run sleeps until a slot is given back: refused, its job due later. (A job just queued is due
 # already, and its workers were told: there is nothing to wake.)
 _ANY_SLEEPING = text(f"SELECT EXISTS (SELECT 1 FROM {_WAITING_JOBS} AND j.scheduled_at > now())")
-# The oldest waiting runs' jobs (older than :before, if given).
-_WAITING = text(
-    f"SELECT j.id, j.queue_name FROM {_WAITING_JOBS}"
-    f" AND (CAST(:before AS uuid) IS NULL OR {_OLDER_THAN.format(':before')})"
-    " ORDER BY r.created_at, r.id LIMIT :count"
-)
+# The oldest waiting runs' jobs.
+_WAITING = text(f"SELECT j.id, j.queue_name FROM {_WAITING_JOBS} ORDER BY r.created_at, r.id LIMIT :count")
 # The job is due now, and the workers hear of it as of a new job (procrastinate's own notification); a job due
 # already is left as it is.
 _WAKE = text(
@@ -92,23 +79,13 @@ class RunAdmission:
             return await self._admit(org_id, run_id)
 
     async def _admit(self, org_id: OrgId, run_id: RunId) -> Admission:
-        params = {"org": org_id, "run": run_id}
-        async with self._database.engine.begin() as conn:
-            row = (await conn.execute(_LIMIT_AND_RUN, params)).first()
-            if row is None or row.status not in ("queued", "in_progress"):
-                return Admission(admitted=True)  # nothing to execute: the run's execution says so
-            if row.admitted_at is not None:
-                return Admission(admitted=True, request_id=row.request_id)
-            # Read after the lock is held: what other admissions committed before is counted.
-            counted = (await conn.execute(_HOLDING_AND_AHEAD, params)).one()
-            free = self._limit(row.max_concurrent_runs) - counted.holding
-            if free <= 0:
-                return Admission(admitted=False)
-            if counted.ahead >= free:  # older runs wait for these slots: they take them, this one waits its turn
-                await _wake(conn, (await conn.execute(_WAITING, params | {"before": run_id, "count": free})).all())
-                return Admission(admitted=False)
-            await conn.execute(_ADMIT, params)
-        return Admission(admitted=True, request_id=row.request_id)
+        """Admitted when a slot is free and no older run waits for it (those are woken instead); a run that is not
+        to execute (ended, or gone) is admitted: its execution says so. The organization's own limit, else the
+        deployment's (effective_limits)."""
+        params = {"org": org_id, "run": run_id, "default_limit": self._default.max_concurrent_runs}
+        async with self._autocommit.connect() as conn:
+            row = (await conn.execute(_ADMIT_RUN, params)).one()
+        return Admission(admitted=row.admitted, request_id=row.request_id)
 
     async def release(self, run_id: RunId) -> None:
         """Give the run's slot back unless it still executes (it ended, or waits for its client); the oldest
@@ -138,7 +115,7 @@ class RunAdmission:
             return
         free = self._limit(own.max_concurrent_runs) - (await conn.execute(_HOLDING, params)).scalar_one()
         if free > 0:
-            await _wake(conn, (await conn.execute(_WAITING, params | {"before": None, "count": free})).all())
+            await _wake(conn, (await conn.execute(_WAITING, params | {"count": free})).all())
 
 
 async def _wake(conn: AsyncConnection, jobs: Sequence[Row[Any]]) -> None:
