@@ -20,6 +20,8 @@ down_revision: str | None = "0018"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+# Its counts of the slots held and of the waiting runs, and its wake of their jobs, are admission.py's `_HOLDING_COUNT`,
+# `_WAITING_JOBS` and `_WAKE` as this revision found them (the release and the wake still send those).
 ADMIT_RUN = """
 CREATE FUNCTION threadline_admit_run(p_org uuid, p_run uuid, p_default_limit integer)
     RETURNS TABLE (admitted boolean, request_id varchar)

@@ -28,6 +28,8 @@ _LIMIT = text("SELECT max_concurrent_runs FROM organizations WHERE id = :org FOR
 # A run admitted, or refused (the runs ahead of it woken), in one round trip: see migration 0019, which holds the
 # admission's statements (the organization's lock, the slots held and the waiting runs ahead counted after it).
 _ADMIT_RUN = text("SELECT admitted, request_id FROM threadline_admit_run(:org, :run, :default_limit)")
+# The slots held, the waiting runs and their wake below are also written in migration 0019's threadline_admit_run
+# (the admission's side, in SQL): a change to one is made to the other (in a new migration).
 # The slots held in the organization: its runs admitted and queued or in progress.
 _HOLDING_COUNT = (
     "SELECT count(*) FROM runs WHERE org_id = :org AND admitted_at IS NOT NULL AND status IN ('queued', 'in_progress')"
