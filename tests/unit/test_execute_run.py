@@ -318,6 +318,83 @@ async def test_a_run_cancelled_before_it_starts_never_calls_the_model(app: FakeA
     assert app.bus.types(run.id) == ["run.created", "run.cancelled"]
 
 
+def results_stored_later(app: FakeApp) -> asyncio.Event:
+    """The commit of the step's tool results waits for the event returned (they are still being stored)."""
+    writes = asyncio.Event()
+
+    async def deploy(_call: ModelToolCall, _tool: Tool, _context: ToolContext, /) -> ToolOutcome:
+        app.store.commit_waits = writes
+        return ToolOutcome(text="deployed")
+
+    app.extra_handlers = {ToolType.COMMAND: deploy}
+    return writes
+
+
+async def test_the_model_reads_the_tool_results_while_they_are_being_stored(app: FakeApp) -> None:
+    """The model's next call does not wait for the step's tool results to be stored (it has them); its answer is
+    stored after them."""
+    writes = results_stored_later(app)
+    app.model.then(calls(call("command__deploy")), answer("Deployed"))
+    _agent, thread, run = await queued(app, **commands_agent())
+    stored_when_asked: list[list[MessageRole]] = []
+
+    async def second_call(_request: ModelRequest) -> None:
+        if len(app.model.requests) == 2:
+            stored_when_asked.append([m.role for m in await history(app, thread)])
+            writes.set()
+
+    app.model.before = second_call
+    async with asyncio.timeout(10):  # waiting for the results to be stored first would never end
+        done = await app.execute_run().execute(run.org_id, run.id)
+
+    assert status(done) is RunStatus.COMPLETED
+    assert stored_when_asked == [[MessageRole.USER, MessageRole.ASSISTANT]]
+    asked = app.model.requests[1].messages[-1]
+    assert asked.role is MessageRole.TOOL and asked.content[0] == ToolResultContent(
+        tool_use_id="call_command__deploy", tool_name="command__deploy", result="deployed"
+    )
+    roles = [m.role for m in await history(app, thread)]
+    assert roles == [MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL, MessageRole.ASSISTANT]
+    assert app.bus.types(run.id)[-2:] == ["message.delta", "run.completed"]
+
+
+async def test_tool_results_that_cannot_be_stored_stop_the_model_call_beside_them(app: FakeApp) -> None:
+    writes = results_stored_later(app)
+    thinking = Hold()  # never released: the run ends without its answer
+    app.model.then(calls(call("command__deploy")), thinking)
+    _agent, thread, run = await queued(app, **commands_agent())
+    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    async with asyncio.timeout(10):
+        await thinking.received.wait()  # asked while the results are being stored
+        app.store.failing_commits = 1
+        writes.set()
+        failed = await task
+
+    assert status(failed) is RunStatus.FAILED and failed.error is not None
+    assert failed.error.code == "storage_unavailable"
+    assert await stored(app, run) == failed
+    assert [m.role for m in await history(app, thread)] == [MessageRole.USER, MessageRole.ASSISTANT]
+
+
+async def test_a_run_cancelled_while_its_tool_results_are_stored_ends_after_them(app: FakeApp) -> None:
+    writes = results_stored_later(app)
+    thinking = Hold()
+    app.model.then(calls(call("command__deploy")), thinking)
+    _agent, thread, run = await queued(app, **commands_agent())
+    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    async with asyncio.timeout(10):
+        await thinking.received.wait()  # asked while the results are being stored
+    task.cancel()
+    writes.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert status(await stored(app, run)) is RunStatus.CANCELLED
+    assert [m.role for m in await history(app, thread)] == [MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL]
+    events = [e.type.value for e in app.bus.published if e.run_id == run.id and e.type.value != "message.delta"]
+    assert events[-2:] == ["tool_call.completed", "run.cancelled"]
+
+
 async def test_cancelling_the_task_during_the_model_call_cancels_the_run(app: FakeApp) -> None:
     hold = Hold()
     app.model.then(hold, answer("never read"))

@@ -107,7 +107,8 @@ async def test_a_run_failed_by_recovery_during_its_model_call_stays_failed(caplo
 
 
 async def test_a_run_taken_over_during_its_tool_calls_keeps_none_of_their_late_results() -> None:
-    """The new holder finds the calls in flight and fails the run as worker_lost; the late results are refused."""
+    """The new holder finds the calls in flight and fails the run as worker_lost; the late results are refused (the
+    old holder's next model call, begun while they were being stored, is stopped and its answer never stored)."""
     taken_over: list[Run] = []
 
     async def slow_command(_call: ModelToolCall, _tool: Tool, context: ToolContext, /) -> ToolOutcome:
@@ -130,7 +131,6 @@ async def test_a_run_taken_over_during_its_tool_calls_keeps_none_of_their_late_r
     assert first == await stored(app, run)
     assert [role for role, _ in await messages(app, thread)] == [MessageRole.USER, MessageRole.ASSISTANT]
     assert await stored_events(app, run) == ["run.created", "run.in_progress", "tool_call.started", "run.failed"]
-    assert len(app.model.requests) == 1
 
 
 async def test_a_write_with_an_older_lease_is_refused() -> None:

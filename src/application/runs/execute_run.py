@@ -9,7 +9,7 @@ from application.errors import LeaseLost, ModelError, StorageUnavailable
 from application.ports.execution import HANDED_BACK, INTERRUPTED
 from application.ports.llm import ModelToolCall
 from application.ports.tracing import Level, RunTrace, Tracer
-from application.runs.model_call import ModelCall
+from application.runs.model_call import ModelAnswer, ModelCall
 from application.runs.recorder import Began, RunRecorder
 from application.runs.step import RunState, StepOutcome
 from application.runs.tools.assembly import ToolAssembler
@@ -92,6 +92,7 @@ class ExecuteRun:
             await self._loop(state)
         except asyncio.CancelledError as cancelled:
             if HANDED_BACK in cancelled.args:
+                await self._recorder.caught_up_quietly(state)  # its job ends after the step is stored, or refused
                 state.trace.end(level=Level.WARNING, status_message="handed back to the queue")
                 raise
             interrupted = INTERRUPTED in cancelled.args
@@ -102,9 +103,11 @@ class ExecuteRun:
             # Another process took the run over (this one was thought lost): it goes on there, and this one
             # stops without another word, since everything it would write is refused.
             logger.info("run taken over by another process: this one stops", extra={"run_id": str(run_id)})
+            await self._recorder.caught_up_quietly(state)
             state.trace.end(level=Level.WARNING, status_message="taken over by another process")
             return await self._recorder.stored(state.run)
         except StorageUnavailable as error:
+            await self._recorder.caught_up_quietly(state)
             if hand_back_on_outage:
                 logger.warning("run paused, to go on shortly: %s", error.detail, extra={"run_id": str(run_id)})
                 state.trace.end(level=Level.WARNING, status_message="paused: the database did not answer")
@@ -157,7 +160,7 @@ class ExecuteRun:
             message = f"the agent was still calling tools after {max_steps} steps"
             return await self._recorder.fail(state, RunErrorCode.MAX_STEPS_EXCEEDED, message)
         try:
-            answer = await self._model(state)
+            answer = await self._answer(state)
         except ModelError as error:
             return await self._recorder.fail(state, error.code, error.detail)
         outcome = await self._recorder.record_answer(state, answer)
@@ -165,6 +168,22 @@ class ExecuteRun:
             return outcome
         calls = answer.response.tool_calls
         return await self._recorder.record_tool_results(state, calls, await self._tools(state, calls))
+
+    async def _answer(self, state: RunState) -> ModelAnswer:
+        """The model's answer. The last step's tool results may still be being stored (the model reads them from
+        memory): if storing them fails, the model call is stopped and that failure raised."""
+        storing = state.storing
+        if storing is None or storing.done():
+            await self._recorder.caught_up(state)
+            return await self._model(state)
+        call = asyncio.ensure_future(self._model(state))
+        try:
+            await asyncio.wait((storing, call), return_when=asyncio.FIRST_COMPLETED)
+            if storing.done():
+                await self._recorder.caught_up(state)
+            return await call
+        finally:
+            call.cancel()  # when the storing failed, or this task was cancelled; nothing once the call is done
 
     async def _settle_cancelled(self, state: RunState, *, interrupted: bool, hand_back_on_outage: bool) -> None:
         """Record the cancellation (or the interruption, at shutdown), though this task is being cancelled. One

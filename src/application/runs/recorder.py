@@ -9,7 +9,11 @@ After each write, the durable state of a run is:
   tool call has a tool_call.started event.
 - `record_tool_results`: the step's tool results are the thread's last message, in call order, each with a
   tool_call.completed event; the run is in_progress (its next step calls the model) or requires_action
-  (it waits for the results of the client's tools).
+  (it waits for the results of the client's tools). When the run goes on, they are stored beside its next model
+  call, which reads them from memory (`RunState.storing`): the model call has no effects, and every later write
+  of the run waits for them first (`caught_up`), so its next step is never stored before them, and a run whose
+  results could not be stored goes no further than a model call whose answer is dropped (a process that stops
+  in the millisecond before they are stored leaves the run as stopped during its tool calls, below).
 - `fail` / `cancel`: the run ended, with its terminal event.
 - `fail_as_stored`: the same, for the run as the database has it (after a write that failed, the run in
   memory may be ahead of it).
@@ -24,6 +28,8 @@ that its lease is still the one claimed: a process whose run was taken over mean
 writes nothing of that step (no message, no event).
 """
 
+import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from copy import copy
 from dataclasses import dataclass
@@ -52,6 +58,8 @@ from domain.run_events import (
 )
 from domain.runs import Run, RunErrorCode, RunStatus, RunStep, StepContext, StepToolCall
 from domain.threads import message_after
+
+logger = logging.getLogger(__name__)
 
 HISTORY_LIMIT = 10_000
 """The most messages of its thread a run reads."""
@@ -205,6 +213,7 @@ class RunRecorder:
     async def record_answer(self, state: RunState, answer: ModelAnswer) -> StepOutcome:
         """Store the model's answer and the step, with what follows from them: the run completes, is cancelled
         (someone asked meanwhile), or goes on to its tool calls."""
+        await self.caught_up(state)
         run, response = state.run, answer.response
         step = self._step(state, answer)
         now = self._clock.now()
@@ -272,7 +281,9 @@ class RunRecorder:
     ) -> StepOutcome:
         """Store the step's tool results in call order; the run goes on, or waits for the client's tools or the
         user's answers to the questions of the calls' servers. The answered questions of calls carried on with
-        them are done."""
+        them are done. When the run goes on, this returns at once and they are stored beside its next model call
+        (see the module's docstring)."""
+        await self.caught_up(state)
         run = state.run
         pairs = list(zip(calls, results.outcomes, strict=True))
         content = tuple(
@@ -282,24 +293,55 @@ class RunRecorder:
         )
         pending = tuple(o.pending for _, o in pairs if o.pending is not None)
         questions = tuple(q for _, o in pairs for q in o.questions)
-        async with self._uow as uow:
-            now = self._clock.now()
-            if run.answered_questions:
-                run.carried_on({c.id for c in calls}, now)
-            run.settle_tool_calls({r.tool_use_id for r in content if r.is_error}, now)
-            waits = bool(pending or questions)
-            if waits:
-                run.require_action(pending, now, questions)
-            await uow.runs.save(run)  # first: refused if the run was taken over, and then nothing else is written
-            for event in results.completed:
-                await uow.run_events.add(event, run.org_id)
-            message = await self._append(uow, state, MessageRole.TOOL, content) if content else None
-            recorded = [await state.events.record(uow, RunRequiresAction.of(run))] if waits else []
-            await uow.commit()
+        now = self._clock.now()
+        if run.answered_questions:
+            run.carried_on({c.id for c in calls}, now)
+        run.settle_tool_calls({r.tool_use_id for r in content if r.is_error}, now)
+        waits = bool(pending or questions)
+        if waits:
+            run.require_action(pending, now, questions)
+        message = self._next_message(state, MessageRole.TOOL, content) if content else None
+        storing = self._store_results(state, results.completed, message, requires_action=waits)
+        if not waits:
+            state.storing = asyncio.ensure_future(storing)
+            if message is not None:
+                self._appended(state, message)
+            return StepOutcome.CONTINUE
+        recorded = await storing
         if message is not None:
             self._appended(state, message)
         await state.events.publish(*recorded)
-        return StepOutcome.WAIT_FOR_CLIENT if waits else StepOutcome.CONTINUE
+        return StepOutcome.WAIT_FOR_CLIENT
+
+    async def _store_results(
+        self, state: RunState, completed: list[RunEvent], message: Message | None, *, requires_action: bool
+    ) -> list[RunEvent]:
+        """What record_tool_results stores; the run.requires_action event it stores, to publish. Nothing changes
+        the run in memory until this is done (the next write of the run waits for it)."""
+        run = state.run
+        async with self._uow as uow:
+            await uow.runs.save(run)  # first: refused if the run was taken over, and then nothing else is written
+            for event in completed:
+                await uow.run_events.add(event, run.org_id)
+            if message is not None:
+                await _store_message(uow, message)
+            recorded = [await state.events.record(uow, RunRequiresAction.of(run))] if requires_action else []
+            await uow.commit()
+        return recorded
+
+    async def caught_up(self, state: RunState) -> None:
+        """Wait until the tool results stored beside the model call are stored; raises what storing them raised
+        (LeaseLost, StorageUnavailable...). Every write of the run calls this first."""
+        storing, state.storing = state.storing, None
+        if storing is not None:
+            await storing
+
+    async def caught_up_quietly(self, state: RunState) -> None:
+        """The same, for a run that stops anyway: what storing raised says nothing more."""
+        try:
+            await self.caught_up(state)
+        except Exception:
+            logger.debug("a run's tool results were not stored as it stopped", extra={"run_id": str(state.run.id)})
 
     async def fail(self, state: RunState, code: str, message: str) -> StepOutcome:
         await self._end(state, lambda run, now: run.fail(code, message, now))
@@ -307,6 +349,7 @@ class RunRecorder:
 
     async def fail_as_stored(self, state: RunState, code: str, message: str) -> StepOutcome:
         """Fail the run as stored, unless it ended meanwhile; `state.run` becomes the stored run."""
+        await self.caught_up_quietly(state)  # it failed, or the run in memory is ahead of what is stored anyway
         run = state.run
         async with self._uow as uow:
             stored = await uow.runs.get(run.org_id, run.id, for_update=True)
@@ -342,6 +385,7 @@ class RunRecorder:
         return StepOutcome.CANCELLED
 
     async def _end(self, state: RunState, end: Callable[[Run, datetime], None]) -> None:
+        await self.caught_up(state)
         async with self._uow as uow:
             end(state.run, self._clock.now())
             await uow.runs.save(state.run)  # first: refused if the run was taken over
@@ -358,25 +402,34 @@ class RunRecorder:
         message_id: MessageId | None = None,
     ) -> Message:
         """The run's next message in its thread, stored with the unit of work (counted by `_appended` once it is)."""
-        run, now = state.run, self._clock.now()
-        message = message_after(
+        message = self._next_message(state, role, content, message_id)
+        await _store_message(uow, message)
+        return message
+
+    def _next_message(
+        self, state: RunState, role: MessageRole, content: tuple[ContentPart, ...], message_id: MessageId | None = None
+    ) -> Message:
+        run = state.run
+        return message_after(
             state.thread_messages,
             org_id=run.org_id,
             thread_id=run.thread_id,
             role=role,
             content=content,
             message_id=message_id or MessageId(self._ids.new()),
-            now=now,
+            now=self._clock.now(),
             run_id=run.id,
         )
-        await uow.threads.counted(run.org_id, run.thread_id, message.position, now)
-        await uow.messages.add(message)
-        return message
 
     @staticmethod
     def _appended(state: RunState, message: Message) -> None:
         state.thread_messages = message.position
         state.history.append(message)
+
+
+async def _store_message(uow: UnitOfWork, message: Message) -> None:
+    await uow.threads.counted(message.org_id, message.thread_id, message.position, message.created_at)
+    await uow.messages.add(message)
 
 
 def _answer_content(answer: ModelAnswer) -> tuple[ContentPart, ...]:

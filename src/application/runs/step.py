@@ -1,5 +1,6 @@
 """A run as its loop holds it between steps, and what a step leads to."""
 
+import asyncio
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -10,6 +11,7 @@ from application.runs.tools.assembly import AssembledTools
 from application.runs.tools.handler import ToolContext
 from domain.agents import Agent
 from domain.messages import Message
+from domain.run_events import RunEvent
 from domain.runs import Run
 
 
@@ -45,6 +47,8 @@ class RunState:
     """How deep in delegation this run is: 0 for a run started by a client, 1 for its sub-agents' runs..."""
     live_questions: bool = True
     """Whether its open tool calls may wait for the user's answers to their servers' questions."""
+    storing: "asyncio.Future[list[RunEvent]] | None" = None
+    """The last step's tool results being stored beside the next model call (see RunRecorder), if they are."""
     history_summary: HistorySummary | None = None
     """The thread's summary of its oldest messages (read when the agent summarizes what requests leave out), as
     the run's steps extend it."""

@@ -5,6 +5,7 @@ Each `async with` opens a transaction of its own: its writes are staged and reac
 Entities are copied in and out, so changing a loaded entity without saving it changes nothing either.
 """
 
+import asyncio
 import copy
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -84,6 +85,8 @@ class Store:
     commits: int = 0
     failing_commits: int = 0
     """How many of the next commits fail with StorageUnavailable (the database went away), writing nothing."""
+    commit_waits: asyncio.Event | None = None
+    """When given, the next commit waits for it first (a write still in flight)."""
 
 
 class Table(Generic[K, V]):
@@ -721,6 +724,9 @@ class FakeUnitOfWork:
     async def commit(self) -> None:
         if self._read_only:
             raise RuntimeError("a read-only unit of work cannot commit")
+        waits, self.store.commit_waits = self.store.commit_waits, None
+        if waits is not None:
+            await waits.wait()
         if self.store.failing_commits > 0:
             self.store.failing_commits -= 1
             raise StorageUnavailable("the database is unavailable; try again shortly")
