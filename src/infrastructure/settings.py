@@ -149,10 +149,11 @@ class Settings(BaseSettings):
         default=10, ge=0, description="On SIGTERM, how long `threadline serve` waits for requests and runs in flight"
     )
     keep_alive_seconds: int = Field(
-        default=5,
+        default=75,
         ge=1,
-        description="How long `threadline serve` keeps a client's idle connection open; behind a proxy or load "
-        "balancer, longer than the proxy's idle timeout",
+        description="How long `threadline serve` keeps a client's idle connection open: longer than its clients "
+        "keep one for reuse (httpx and the SDKs built on it: 5 s; a proxy or load balancer: its idle timeout), or a "
+        "request sent on a connection as the server closes it is reset",
     )
     worker_lost_seconds: float = Field(
         default=15, ge=2, description="A worker silent for this long is lost: other workers take over its runs"

@@ -95,7 +95,7 @@ async def test_an_idle_connection_is_kept_open_as_long_as_configured(tmp_path: P
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         await writer.drain()
         assert (await reader.readline()).startswith(b"HTTP/1.1 200")
-        # The response, then nothing until the server closes the idle connection: after 1 s, not the default 5 s.
+        # The response, then nothing until the server closes the idle connection: after 1 s, not the default 75 s.
         async with asyncio.timeout(4):
             while await reader.read(4096):
                 pass
