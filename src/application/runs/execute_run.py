@@ -183,7 +183,10 @@ class ExecuteRun:
                 await self._recorder.caught_up(state)
             return await call
         finally:
-            call.cancel()  # when the storing failed, or this task was cancelled; nothing once the call is done
+            if not call.done():
+                call.cancel()  # the storing failed, or this task was cancelled
+            elif not call.cancelled():
+                call.exception()  # seen: when the storing failed too, its failure is the one raised
 
     async def _settle_cancelled(self, state: RunState, *, interrupted: bool, hand_back_on_outage: bool) -> None:
         """Record the cancellation (or the interruption, at shutdown), though this task is being cancelled. One
