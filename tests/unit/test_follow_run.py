@@ -6,10 +6,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from types import TracebackType
 
-import pytest
-
 from application.ports.execution import RunEventBus, RunSubscription
-from application.runs import follow_run
 from application.runs.create_run import CreateRun, CreateRunCommand
 from application.runs.follow_run import FollowRun
 from domain.ids import RunId
@@ -208,52 +205,3 @@ async def test_a_live_event_that_comes_after_a_later_one_is_not_lost() -> None:
             received.append(f"{event.seq} {event.type.value}")
         await executing
     assert received == ["1 run.created", "2 run.in_progress", "3 message.delta", "4 message.delta", "5 run.completed"]
-
-
-class _DeltasComeLate(RecordingBus):
-    """A bus on which a run's text deltas, and what is published after them, reach followers only once released:
-    a worker's notifications may arrive after what it stored next can be read."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.held: list[RunEvent] = []
-
-    async def publish(self, event: RunEvent) -> None:
-        if event.type is RunEventType.MESSAGE_DELTA or self.held:
-            self.held.append(event)
-            return
-        await super().publish(event)
-
-    async def release(self) -> None:
-        held, self.held = self.held, []
-        for event in held:
-            await super().publish(event)
-
-
-async def _completed_ahead_of_its_deltas() -> tuple[FakeApp, _DeltasComeLate, Run]:
-    bus = _DeltasComeLate()
-    app = FakeApp(bus=bus)
-    app.model.then(answer("Hello"))
-    run = await queued_run(app)
-    await app.execute_run().execute(run.org_id, run.id)  # stored to its end; its deltas and end still on their way
-    return app, bus, run
-
-
-async def test_a_follower_that_reads_a_run_stored_ahead_of_its_deltas_gets_them_in_order() -> None:
-    app, bus, run = await _completed_ahead_of_its_deltas()
-    received: list[str] = []
-    async with await FollowRun(app.uow, app.bus).execute(member(run.org_id), run.id) as follower:
-        releasing = asyncio.create_task(bus.release())  # once the follower waits
-        async for event in follower.events(heartbeat=5):
-            assert event is not None
-            received.append(f"{event.seq} {event.type.value}")
-        await releasing
-    assert received == ["1 run.created", "2 run.in_progress", "3 message.delta", "4 message.delta", "5 run.completed"]
-
-
-async def test_a_follower_goes_on_without_deltas_that_never_come(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(follow_run, "GAP_WAIT_SECONDS", 0.01)
-    app, _bus, run = await _completed_ahead_of_its_deltas()
-    async with await FollowRun(app.uow, app.bus).execute(member(run.org_id), run.id) as follower:
-        received = [f"{e.seq} {e.type.value}" async for e in follower.events(heartbeat=5) if e is not None]
-    assert received == ["1 run.created", "2 run.in_progress", "5 run.completed"]

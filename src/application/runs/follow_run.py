@@ -10,17 +10,12 @@ from application.caller import Caller
 from application.errors import RunNotFound, StorageUnavailable
 from application.ports.execution import RunEventBus, RunSubscription
 from application.ports.persistence import UnitOfWork
-from application.runs.events import UNSTORED_SEQS
 from domain.ids import RunId
 from domain.run_events import RunEvent, RunEventType
 from domain.runs import Run, RunStatus
 
 StoredAfter = Callable[[int], Awaitable[Sequence[RunEvent]]]
 """The run's stored events after a seq."""
-GAP_WAIT_SECONDS = 2.0
-"""How long a follower waits for events that a gap in the numbers says were published but have not reached it, before
-it goes on without them: a worker's text deltas travel through the database's notifications, and what the worker
-stored after them can be read before they arrive."""
 
 
 async def _nothing_stored(_after_seq: int) -> Sequence[RunEvent]:
@@ -40,8 +35,6 @@ class RunFollower:
     stored_after: StoredAfter = _nothing_stored
     """Read at each heartbeat: a stored event the bus never delivered (published while this process's link
     to the other processes was down) still reaches the follower, at the latest one heartbeat later."""
-    after_seq: int = 0
-    """The follower has seen the events up to this one (Last-Event-ID): the history begins after it."""
 
     async def events(self, heartbeat: float, until: asyncio.Event | None = None) -> AsyncIterator[RunEvent | None]:
         """The history, then live events (None after `heartbeat` seconds of silence, once what storage has
@@ -60,15 +53,13 @@ class RunFollower:
     ) -> AsyncIterator[list[RunEvent] | None]:
         """The same as `events`, each time with every event that has arrived meanwhile (never empty), so that a
         stream can send them at once."""
+        if self.history:
+            yield list(self.history)
+        last = max((past.seq for past in self.history), default=0)
+        if self._over():
+            return
         stopping: asyncio.Future[Any] = asyncio.ensure_future((until or asyncio.Event()).wait())
         try:
-            if _gap(self.history, self.after_seq):
-                self.history = await self._filled(self.history, self.after_seq, stopping)
-            if self.history:
-                yield list(self.history)
-            last = max((past.seq for past in self.history), default=self.after_seq)
-            if self._over():
-                return
             while not stopping.done():
                 arrived = self.subscription.received()
                 if not arrived:
@@ -85,10 +76,12 @@ class RunFollower:
                         yield None
                         continue
                     arrived = [event, *self.subscription.received()]
-                arrived = [e for e in arrived if e.seq > last]
-                if _gap(arrived, last):
-                    arrived = await self._filled(arrived, last, stopping)
                 batch, ended = _after(arrived, last)
+                if batch and batch[0].seq > last + 1:  # events of two processes may arrive out of order (a worker's
+                    # before the API's last ones): those skipped over are stored (published after their commit)
+                    skipped = [e for e in await self._stored_after(last) if e.seq < batch[0].seq]
+                    if skipped:
+                        batch, ended = _after(_merged(skipped, arrived), last)
                 if batch:
                     last = batch[-1].seq
                     yield batch
@@ -96,21 +89,6 @@ class RunFollower:
                     return
         finally:
             stopping.cancel()
-
-    async def _filled(self, known: list[RunEvent], last: int, stopping: "asyncio.Future[Any]") -> list[RunEvent]:
-        """`known` (the events past `last` that reached the follower, in order) with the events a gap in their
-        numbers skips over. Events of two processes may arrive out of order (a worker's before the API's first
-        ones), and what a process stored may be read before the notifications of what it published earlier arrive:
-        the stored ones are read, the others (text deltas) waited for, GAP_WAIT_SECONDS at most."""
-        known = _merged(await self._stored_after(last), known)
-        deadline = asyncio.get_running_loop().time() + GAP_WAIT_SECONDS
-        while _gap(known, last) and not stopping.done():
-            remaining = deadline - asyncio.get_running_loop().time()
-            event = await self._next(remaining, stopping) if remaining > 0 else None
-            if event is None:
-                break
-            known = _merged(known, [e for e in [event, *self.subscription.received()] if e.seq > last])
-        return known
 
     def _over(self) -> bool:
         """Whether the history is all there is: it ends the stream, or nothing came after a run that had ended."""
@@ -160,11 +138,7 @@ class FollowRun:
             held = [e for e in [*subscription.backlog, *subscription.received()] if e.seq > after_seq]
             if _unbroken(held, after_seq):
                 follower = RunFollower(
-                    history=held,
-                    subscription=subscription,
-                    settled=False,
-                    stored_after=stored_after,
-                    after_seq=after_seq,
+                    history=held, subscription=subscription, settled=False, stored_after=stored_after
                 )
                 return _holding(follower, stack)
         try:
@@ -187,12 +161,7 @@ class FollowRun:
                 await stack.aclose()
                 raise
         follower = RunFollower(
-            history=history,
-            subscription=subscription,
-            settled=settled,
-            answered=answered,
-            stored_after=stored_after,
-            after_seq=after_seq,
+            history=history, subscription=subscription, settled=settled, answered=answered, stored_after=stored_after
         )
         return _holding(follower, stack)
 
@@ -218,20 +187,6 @@ def _after(events: Sequence[RunEvent], last: int) -> tuple[list[RunEvent], bool]
         if event.type.ends_stream:
             return taken, True
     return taken, False
-
-
-def _gap(events: Sequence[RunEvent], last: int) -> bool:
-    """Whether events in order after `last` skip numbers before the first that ends the stream: numbers a holder
-    gave to events it published (text deltas, which are not stored, or stored ones that are late). A jump of
-    UNSTORED_SEQS or so is not one: the numbers a run's next holder skips over (RunEventStream)."""
-    expected = last + 1
-    for event in events:
-        if event.seq > expected:
-            return event.seq - expected < UNSTORED_SEQS // 2
-        if event.type.ends_stream:
-            return False
-        expected = max(expected, event.seq + 1)
-    return False
 
 
 def _unbroken(held: Sequence[RunEvent], after_seq: int) -> bool:
