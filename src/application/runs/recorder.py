@@ -332,9 +332,14 @@ class RunRecorder:
     async def caught_up(self, state: RunState) -> None:
         """Wait until the tool results stored beside the model call are stored; raises what storing them raised
         (LeaseLost, StorageUnavailable...). Every write of the run calls this first."""
-        storing, state.storing = state.storing, None
-        if storing is not None:
-            await storing
+        storing = state.storing
+        if storing is None:
+            return
+        try:
+            await asyncio.shield(storing)  # a cancel of the run (or its hand-back) does not cut the write short
+        finally:
+            if storing.done():
+                state.storing = None  # else (cancelled meanwhile) the run's next write waits for it again
 
     async def caught_up_quietly(self, state: RunState) -> None:
         """The same, for a run that stops anyway: what storing raised says nothing more."""
