@@ -337,9 +337,14 @@ class RunRecorder:
             return
         try:
             await asyncio.shield(storing)  # a cancel of the run (or its hand-back) does not cut the write short
-        finally:
-            if storing.done():
-                state.storing = None  # else (cancelled meanwhile) the run's next write waits for it again
+        except asyncio.CancelledError:
+            if storing.done() and not storing.cancelled() and storing.exception() is None:
+                state.storing = None
+            raise  # else the run's next write waits for it again, or raises its failure (which this cancel hid)
+        except BaseException:
+            state.storing = None  # its failure, raised here
+            raise
+        state.storing = None
 
     async def caught_up_quietly(self, state: RunState) -> None:
         """The same, for a run that stops anyway: what storing raised says nothing more."""
