@@ -1,6 +1,7 @@
 """Worker mode's gaps, on PostgreSQL: a run taken over from a lost worker goes back to the queue fenced off
 from that worker (which may be silent rather than dead); a process whose link to the others was down still
-gives its followers the events stored meanwhile; a run is stored queued only with its job."""
+gives its followers the events stored meanwhile; a follower that reads from storage an event stored after text
+deltas still on their way gets the deltas; a run is stored queued only with its job."""
 
 import asyncio
 import uuid
@@ -14,10 +15,13 @@ from procrastinate.exceptions import ConnectorException
 from procrastinate.job_context import AbortReason
 from procrastinate.jobs import Job, Status
 
+from application.caller import Caller
 from application.errors import LeaseLost, StorageUnavailable
+from application.runs.events import RunEventStream
+from application.runs.follow_run import FollowRun
 from application.runs.queueing import Queued, queue_run
-from domain.ids import OrgId, RunId
-from domain.run_events import RunEvent, RunInProgress
+from domain.ids import MessageId, OrgId, RunId
+from domain.run_events import MessageDelta, RunEvent, RunInProgress
 from domain.runs import Run, RunStatus
 from infrastructure.container import Container
 from infrastructure.execution import job_queue
@@ -107,6 +111,35 @@ async def test_events_stored_while_the_listening_connection_was_down_reach_the_f
     finally:
         await bus.close()
     assert [(e.seq, e.type.value) for e in received] == [(1, "run.created"), (2, "run.in_progress")]
+
+
+async def test_a_follower_that_reads_an_event_stored_after_deltas_on_their_way_gets_the_deltas_first(
+    container: Container, settings: Settings
+) -> None:
+    """The worker sends a run's text deltas, then stores its next event; the notifications reach the follower's
+    process late (after it read that event from storage), yet the follower gets every event, in order."""
+    _thread, run = await queued_run(container)  # run.created, stored
+    worker, api = PostgresRunEventBus(settings.database_url), PostgresRunEventBus(settings.database_url)
+    await worker.start()
+    await api.start()
+    loop, receive = asyncio.get_running_loop(), api._received
+    # Every notification reaches the API process 1 s late, in the order sent.
+    api._received = lambda pid, text: loop.call_later(1, receive, pid, text)  # type: ignore[method-assign, assignment]
+    try:
+        events = RunEventStream(run.org_id, run.id, 1, worker, container.clock())
+        text = MessageId(uuid.uuid4())
+        await events.publish(*(events.make(MessageDelta(message_id=text, text=word)) for word in ("He", "llo")))
+        async with as_port(container.uow()) as uow:
+            stored = await events.record(uow, RunInProgress.of(run))
+            await uow.commit()
+        await events.publish(stored)
+        follow = FollowRun(as_port(container.uow()), api)
+        async with await follow.execute(Caller.operator(run.org_id), run.id) as follower:
+            history = [(e.seq, e.type.value) for e in follower.history]
+    finally:
+        await api.close()
+        await worker.close()
+    assert history == [(1, "run.created"), (2, "message.delta"), (3, "message.delta"), (4, "run.in_progress")]
 
 
 async def test_a_run_whose_cancel_cannot_be_stored_gets_a_job_of_its_own_again(

@@ -15,6 +15,7 @@ from domain.runs import ClientTool, Run
 from tests.unit.fakes.app import FakeApp, member
 from tests.unit.fakes.persistence import FakeUnitOfWork
 from tests.unit.fakes.ports import Hold, RecordingBus, answer, call, calls
+from tests.unit.test_run_leases import stored_events
 
 
 class _StartsTheRunWhileSubscribing:
@@ -28,6 +29,12 @@ class _StartsTheRunWhileSubscribing:
 
     async def publish(self, event: RunEvent) -> None:
         await self._bus.publish(event)
+
+    async def sent(self) -> None:
+        await self._bus.sent()
+
+    async def received_all(self) -> None:
+        await self._bus.received_all()
 
     @contextlib.asynccontextmanager
     async def subscribe(self, run_id: RunId) -> AsyncIterator[RunSubscription]:
@@ -109,6 +116,12 @@ class _Deaf:
 
 class _DeafBus:
     async def publish(self, event: RunEvent) -> None:
+        pass
+
+    async def sent(self) -> None:
+        pass
+
+    async def received_all(self) -> None:
         pass
 
     @contextlib.asynccontextmanager
@@ -205,3 +218,31 @@ async def test_a_live_event_that_comes_after_a_later_one_is_not_lost() -> None:
             received.append(f"{event.seq} {event.type.value}")
         await executing
     assert received == ["1 run.created", "2 run.in_progress", "3 message.delta", "4 message.delta", "5 run.completed"]
+
+
+class _SendsSlowly(RecordingBus):
+    """A bus whose events leave the process only when the test lets them (`sent` waits for `go`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting, self.go = asyncio.Event(), asyncio.Event()
+
+    async def sent(self) -> None:
+        self.waiting.set()
+        await self.go.wait()
+
+
+async def test_a_run_stores_what_follows_its_text_deltas_only_once_they_left_the_process() -> None:
+    """A follower in another process that reads the run's end from storage can then count on the deltas before it
+    being on their way (it waits for them with the bus's `received_all`)."""
+    bus = _SendsSlowly()
+    app = FakeApp(bus=bus)
+    app.model.then(answer("Hello"))
+    run = await queued_run(app)
+    executing = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    await asyncio.wait_for(bus.waiting.wait(), 10)
+    assert "message.delta" in bus.types(run.id)
+    assert await stored_events(app, run) == ["run.created", "run.in_progress"]  # not run.completed yet
+    bus.go.set()
+    await executing
+    assert await stored_events(app, run) == ["run.created", "run.in_progress", "run.completed"]

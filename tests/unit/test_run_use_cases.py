@@ -382,6 +382,12 @@ class _GoesOnWhileSubscribing:
     async def publish(self, event: RunEvent) -> None:
         await self._bus.publish(event)
 
+    async def sent(self) -> None:
+        await self._bus.sent()
+
+    async def received_all(self) -> None:
+        await self._bus.received_all()
+
     @contextlib.asynccontextmanager
     async def subscribe(self, run_id: RunId) -> AsyncIterator[RunSubscription]:
         async with self._bus.subscribe(run_id) as subscription:

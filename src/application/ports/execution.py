@@ -39,6 +39,18 @@ class RunEventBus(Protocol):
         """Follow a run until the context is left. Entering does not wait."""
         ...
 
+    async def sent(self) -> None:
+        """Returns once what this process published so far has left it for the deployment's other processes (at
+        once where the events stay in one process). A run's unstored events (text deltas) are sent before the
+        commit of what it stores after them: a follower elsewhere that reads the later event from storage can
+        then wait for them with `received_all`."""
+        ...
+
+    async def received_all(self) -> None:
+        """Returns once this process has received what the other processes had sent when it was called (at once
+        where the events stay in one process; after a short wait at most while the link to them is down)."""
+        ...
+
 
 class RunSlot(Protocol):
     """A place to execute one run in this process, taken before the run is stored: the run is stored as started,

@@ -28,12 +28,17 @@ class RunEventStream:
     an event there at once, before it publishes anything unstored: the next one to go on after it starts
     past that one. Followers see a gap in the numbers there, never a number twice; `Last-Event-ID` with any
     number a follower saw resumes after it.
+
+    What a holder published unstored is sent to the deployment's other processes before it commits an event
+    after it (`sent`): a follower there that reads that event from storage can wait for the unstored ones.
     """
 
     def __init__(self, org_id: OrgId, run_id: RunId, last_seq: int, bus: RunEventBus, clock: Clock) -> None:
         self._org_id, self._run_id = org_id, run_id
         self._seq = self._stored = last_seq
         self._bus, self._clock = bus, clock
+        self._unsent = False
+        """Whether an event was published unstored since the bus last said all it was given was sent."""
 
     @classmethod
     async def resume(
@@ -65,7 +70,19 @@ class RunEventStream:
         self._seq += 1
         return RunEvent(run_id=self._run_id, seq=self._seq, payload=payload, created_at=self._clock.now())
 
+    async def sent(self) -> None:
+        """Returns once what this stream published unstored has left the process (see the class's docstring). The
+        caller is about to commit an event numbered after it."""
+        if self._unsent:
+            self._unsent = False  # what is published meanwhile (the next model call's deltas) sets it again
+            try:
+                await self._bus.sent()
+            except BaseException:
+                self._unsent = True
+                raise
+
     async def record(self, uow: UnitOfWork, payload: RunEventPayload) -> RunEvent:
+        await self.sent()
         event = self.make(payload)
         await uow.run_events.add(event, self._org_id)
         self._stored = event.seq
@@ -75,6 +92,8 @@ class RunEventStream:
         for event in events:
             if event.seq > self._stored + UNSTORED_SEQS:
                 continue  # unstored, and too far past the last stored event for a successor to step over
+            if event.seq > self._stored:
+                self._unsent = True
             await self._bus.publish(event)
 
 

@@ -152,6 +152,15 @@ class FollowRun:
             raise
         held = [e for e in [*subscription.backlog, *subscription.received()] if e.seq > after_seq]
         history = _merged(stored, held)
+        if history and not _unbroken(history, after_seq):
+            # Gaps: text deltas the bus never had (or no longer has), or ones on their way from the process that
+            # executes the run (sent before what it stored next, but maybe not received here yet).
+            try:
+                await self._bus.received_all()
+            except BaseException:
+                await stack.aclose()
+                raise
+            history = _merged(stored, [*held, *(e for e in subscription.received() if e.seq > after_seq)])
         settled = run.status.is_terminal or run.status is RunStatus.REQUIRES_ACTION
         answered = False
         if history and history[-1].type is RunEventType.REQUIRES_ACTION and not settled:

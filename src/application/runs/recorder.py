@@ -319,6 +319,7 @@ class RunRecorder:
         """What record_tool_results stores; the run.requires_action event it stores, to publish. Nothing changes
         the run in memory until this is done (the next write of the run waits for it)."""
         run = state.run
+        await state.events.sent()  # the step's unstored events (its tools' progress) before the results
         async with self._uow as uow:
             await uow.runs.save(run)  # first: refused if the run was taken over, and then nothing else is written
             for event in completed:

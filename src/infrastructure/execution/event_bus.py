@@ -47,6 +47,12 @@ class InMemoryRunEventBus:
     async def publish(self, event: RunEvent) -> None:
         self.deliver(event)
 
+    async def sent(self) -> None:
+        """Nothing leaves this process: a published event is delivered at once."""
+
+    async def received_all(self) -> None:
+        """No other process sends here."""
+
     def deliver(self, event: RunEvent) -> None:
         """Hand an event to the run's followers and backlog (without waiting: nothing here does)."""
         channel = self._channels.setdefault(event.run_id, _Channel())

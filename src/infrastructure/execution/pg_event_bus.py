@@ -14,6 +14,13 @@ waiting in one statement (one round trip for many events when runs execute side 
 published. While the listening connection is down, notifications are lost: once it is back, the stored events of
 the runs this process's followers follow are read again, so none of those is missed (text deltas sent meanwhile
 are; the message they built is stored).
+
+A follower that reads a run's history from storage may find there an event stored after text deltas (which are
+never stored) whose notifications have not reached this process yet: they would come after the history, and be
+dropped as old. So a process sends what it published before it commits what it stores next (`sent`, awaited by
+the run's event stream), and a follower whose history has gaps waits for a fence (`received_all`): a
+notification this process sends itself, which its listener receives after every notification committed before
+it, the deltas of that stored event included.
 """
 
 import asyncio
@@ -43,7 +50,11 @@ RECONNECT_SECONDS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
 BATCH_NOTIFICATIONS = 64
 """Notifications sent in one statement at most."""
 FLUSH_SECONDS = 5.0
-"""On close, how long the notifications still waiting may take to go out."""
+"""On close, how long the notifications still waiting may take to go out; and how long `sent` waits at most."""
+FENCE = "!"
+"""What starts a fence's notification (an event's starts with its key, hex digits)."""
+FENCE_SECONDS = 2.0
+"""How long `received_all` waits for its fence at most (the listening connection may be down)."""
 
 
 def libpq_dsn(database_url: str) -> str:
@@ -115,6 +126,10 @@ class PostgresRunEventBus:
         self._drained = asyncio.Event()
         self._drained.set()
         self._sending: asyncio.Task[None] | None = None
+        self._queued = self._sent = 0
+        """Notifications published, and of them those sent (or given up on), since the process started."""
+        self._sent_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._fences: dict[str, asyncio.Future[None]] = {}
 
     async def start(self) -> None:
         """Returns once this process listens: events published from then on reach its followers."""
@@ -135,12 +150,15 @@ class PostgresRunEventBus:
             self._sending.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sending
+            self._count_sent(self._queued - self._sent)  # nothing more will be: none waits for it
         if self._publisher is not None:
             await self._publisher.close()
 
     async def publish(self, event: RunEvent) -> None:
         self._local.deliver(event)  # this process's followers need no round trip
-        self._outbox.extend(encode(event))
+        notifications = encode(event)
+        self._outbox.extend(notifications)
+        self._queued += len(notifications)
         self._drained.clear()
         if self._sending is None:
             self._sending = asyncio.create_task(self._send(), name="run-events-sender")
@@ -155,7 +173,41 @@ class PostgresRunEventBus:
                 batch = self._outbox[:BATCH_NOTIFICATIONS]
                 del self._outbox[:BATCH_NOTIFICATIONS]
                 await self._notify(batch)
+                self._count_sent(len(batch))
             self._drained.set()
+
+    def _count_sent(self, notifications: int) -> None:
+        self._sent += notifications
+        while self._sent_waiters and self._sent_waiters[0][0] <= self._sent:
+            _, waiter = self._sent_waiters.pop(0)
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def sent(self) -> None:
+        target = self._queued
+        if self._sent >= target:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._sent_waiters.append((target, waiter))
+        try:
+            async with asyncio.timeout(FLUSH_SECONDS):
+                await waiter
+        except TimeoutError:  # the sender is stuck (the database is gone?): what follows fails or goes on
+            logger.warning("run event notifications were not sent within %.0f s", FLUSH_SECONDS)
+
+    async def received_all(self) -> None:
+        if self._listening is None or self._listening.done():
+            return
+        key = uuid.uuid4().hex
+        heard = self._fences[key] = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(FENCE_SECONDS):
+                await self._notify([FENCE + key])
+                await heard
+        except TimeoutError:  # not listening now: what it missed is read from storage once it is back
+            logger.warning("this process did not hear its own fence within %.0f s", FENCE_SECONDS)
+        finally:
+            del self._fences[key]
 
     async def _notify(self, batch: list[str]) -> None:
         statement = "SELECT " + ", ".join(["pg_notify(%s, %s)"] * len(batch))
@@ -227,6 +279,11 @@ class PostgresRunEventBus:
             logger.warning("the run events stored while no one listened could not be read", exc_info=True)
 
     def _received(self, pid: int, notification: str) -> None:
+        if notification.startswith(FENCE):  # ours (what came before it has been received), or another's
+            heard = self._fences.get(notification[len(FENCE) :])
+            if heard is not None and not heard.done():
+                heard.set_result(None)
+            return
         if self._publisher is not None and pid == self._publisher.info.backend_pid:
             return  # our own event: delivered when published
         try:

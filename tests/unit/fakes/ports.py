@@ -275,6 +275,12 @@ class RecordingBus:
         finally:
             self._followers.remove((run_id, follower))
 
+    async def sent(self) -> None:
+        pass  # one process: delivered as published
+
+    async def received_all(self) -> None:
+        pass
+
     def types(self, run_id: RunId | None = None) -> list[str]:
         return [e.type.value for e in self.published if run_id is None or e.run_id == run_id]
 
