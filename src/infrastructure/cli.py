@@ -141,6 +141,7 @@ def worker(
     from infrastructure.settings import Executor
 
     container = Container()
+    container.follows_runs.override(False)  # its runs' followers are served by the API processes
     settings = container.settings()
     configure_logging(settings.log_level, settings.log_format)
     sys.setswitchinterval(EVENT_LOOP_TURN_SECONDS)

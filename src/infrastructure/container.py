@@ -318,7 +318,9 @@ class Container(containers.DeclarativeContainer):
     )
     metered_llm = providers.Factory(MeteredLanguageModel, llm, metrics)  # follows overrides of llm (tests)
     tracer = providers.Resource(resources.tracer, settings)
-    run_event_bus = providers.Resource(resources.run_event_bus, settings)
+    follows_runs = providers.Object(True)
+    """Whether this process serves followers of runs (a worker does not: it only sends its runs' events)."""
+    run_event_bus = providers.Resource(resources.run_event_bus, settings, listening=follows_runs)
     commands = providers.Singleton(OperatorCommandRunner.from_file, settings.provided.commands_file)
     web_search = providers.Singleton(SearxngWebSearch, settings.provided.search_url)
     code_sandbox = providers.Singleton(SubprocessPythonSandbox, settings.provided.code_execution_enabled)

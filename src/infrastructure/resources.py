@@ -198,13 +198,16 @@ async def run_executor(
             await executor.shutdown(grace_seconds=settings.shutdown_grace_seconds)
 
 
-async def run_event_bus(settings: Settings) -> AsyncIterator[RunEventBus]:
-    """In worker mode, events travel between processes through PostgreSQL; else they stay in this one."""
+async def run_event_bus(settings: Settings, listening: bool = True) -> AsyncIterator[RunEventBus]:
+    """In worker mode, events travel between processes through PostgreSQL; else they stay in this one. A
+    process that serves no followers (`listening` False: a worker) only sends: it does not receive every event
+    of the deployment's other processes."""
     if settings.executor is not Executor.QUEUE:
         yield InMemoryRunEventBus()
         return
     bus = PostgresRunEventBus(settings.database_url)
-    await bus.start()
+    if listening:
+        await bus.start()
     try:
         yield bus
     finally:

@@ -155,7 +155,8 @@ class PostgresRunEventBus:
             await self._publisher.close()
 
     async def publish(self, event: RunEvent) -> None:
-        self._local.deliver(event)  # this process's followers need no round trip
+        if self._listening is not None:  # (a process that does not listen serves no followers: a worker)
+            self._local.deliver(event)  # this process's followers need no round trip
         notifications = encode(event)
         self._outbox.extend(notifications)
         self._queued += len(notifications)
