@@ -141,6 +141,7 @@ async def worker(settings: Settings) -> AsyncIterator[Container | None]:
         return
     container = Container()
     container.settings.override(providers.Object(settings))
+    container.follows_runs.override(False)  # as `threadline worker`'s
     await open_resources(container)
     working = asyncio.create_task(
         work(

@@ -3,14 +3,16 @@ nothing happens."""
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from types import TracebackType
 
 from application.ports.execution import RunEventBus, RunSubscription
 from application.runs.create_run import CreateRun, CreateRunCommand
+from application.runs.events import RunEventStream
 from application.runs.follow_run import FollowRun
-from domain.ids import RunId
-from domain.run_events import RunEvent, RunEventType
+from domain.ids import MessageId, RunId
+from domain.run_events import MessageDelta, RunEvent, RunEventType, RunInProgress
 from domain.runs import ClientTool, Run
 from tests.unit.fakes.app import FakeApp, member
 from tests.unit.fakes.persistence import FakeUnitOfWork
@@ -246,3 +248,28 @@ async def test_a_run_stores_what_follows_its_text_deltas_only_once_they_left_the
     bus.go.set()
     await executing
     assert await stored_events(app, run) == ["run.created", "run.in_progress", "run.completed"]
+
+
+async def test_two_writes_of_a_run_at_once_both_wait_until_its_deltas_left_the_process() -> None:
+    """Side by side (a run's parallel tool calls: one asks its user a question as another's write comes): the
+    second write does not store its event while the first still waits for the deltas to be sent."""
+    bus = _SendsSlowly()
+    app = FakeApp(bus=bus)
+    run = await queued_run(app)
+    events = RunEventStream(run.org_id, run.id, 1, bus, app.clock)
+    await events.publish(events.make(MessageDelta(message_id=MessageId(uuid.uuid4()), text="Hi")))
+
+    async def write() -> None:
+        async with app.uow as uow:
+            await events.record(uow, RunInProgress.of(run))
+            await uow.commit()
+
+    first = asyncio.create_task(write())
+    await asyncio.wait_for(bus.waiting.wait(), 10)
+    bus.waiting.clear()
+    second = asyncio.create_task(write())
+    await asyncio.wait_for(bus.waiting.wait(), 10)
+    assert await stored_events(app, run) == ["run.created"]
+    bus.go.set()
+    await asyncio.gather(first, second)
+    assert await stored_events(app, run) == ["run.created", "run.in_progress", "run.in_progress"]

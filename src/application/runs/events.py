@@ -37,8 +37,8 @@ class RunEventStream:
         self._org_id, self._run_id = org_id, run_id
         self._seq = self._stored = last_seq
         self._bus, self._clock = bus, clock
-        self._unsent = False
-        """Whether an event was published unstored since the bus last said all it was given was sent."""
+        self._unstored = self._sent = 0
+        """Events published unstored, and of them those the bus has said were sent."""
 
     @classmethod
     async def resume(
@@ -73,17 +73,14 @@ class RunEventStream:
     async def sent(self) -> None:
         """Returns once what this stream published unstored has left the process (see the class's docstring). The
         caller is about to commit an event numbered after it."""
-        if self._unsent:
-            self._unsent = False  # what is published meanwhile (the next model call's deltas) sets it again
-            try:
-                await self._bus.sent()
-            except BaseException:
-                self._unsent = True
-                raise
+        while self._sent < self._unstored:  # again if more was published meanwhile (the next model call's deltas)
+            published = self._unstored
+            await self._bus.sent()
+            self._sent = max(self._sent, published)
 
     async def record(self, uow: UnitOfWork, payload: RunEventPayload) -> RunEvent:
-        await self.sent()
-        event = self.make(payload)
+        await self.sent()  # (callers on a run's hot path wait before their transaction: then this is at once)
+        event = self.make(payload)  # no wait in between: nothing is published unsent before it
         await uow.run_events.add(event, self._org_id)
         self._stored = event.seq
         return event
@@ -93,7 +90,7 @@ class RunEventStream:
             if event.seq > self._stored + UNSTORED_SEQS:
                 continue  # unstored, and too far past the last stored event for a successor to step over
             if event.seq > self._stored:
-                self._unsent = True
+                self._unstored += 1
             await self._bus.publish(event)
 
 

@@ -247,6 +247,7 @@ class RunRecorder:
         *,
         unless_cancel_requested: bool = False,
     ) -> None:
+        await state.events.sent()  # the answer's text deltas leave the process first (not inside the transaction)
         async with self._uow as uow:
             # First: refused if the run was taken over (or, with unless_cancel_requested, if a cancel was asked
             # meanwhile), and then nothing else is written.
@@ -397,6 +398,7 @@ class RunRecorder:
 
     async def _end(self, state: RunState, end: Callable[[Run, datetime], None]) -> None:
         await self.caught_up(state)
+        await state.events.sent()
         async with self._uow as uow:
             end(state.run, self._clock.now())
             await uow.runs.save(state.run)  # first: refused if the run was taken over

@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import uuid
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -114,12 +115,18 @@ class _Assembly:
 
 
 class PostgresRunEventBus:
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, *, listening: bool = True) -> None:
+        """`listening` False: this process serves no followers (a worker); it listens only once something here
+        subscribes to a run (a run waiting for its user's answer wakes at the answer given elsewhere)."""
         self._dsn = libpq_dsn(database_url)
+        self._listens_at_start = listening
+        self._connected = False
+        """Whether the listening connection is up (a fence is not waited for while it is down)."""
         self._local = InMemoryRunEventBus()
         self._assembly = _Assembly()
         self._publisher: psycopg.AsyncConnection[Any] | None = None
         self._publishing = asyncio.Lock()
+        self._starting = asyncio.Lock()
         self._listening: asyncio.Task[None] | None = None
         self._outbox: list[str] = []
         self._waiting = asyncio.Event()
@@ -132,8 +139,14 @@ class PostgresRunEventBus:
         self._fences: dict[str, asyncio.Future[None]] = {}
 
     async def start(self) -> None:
-        """Returns once this process listens: events published from then on reach its followers."""
+        """Returns once this process listens (unless it was made not `listening`): events published from then on
+        reach its followers."""
+        if self._listens_at_start:
+            await self._start_listening()
+
+    async def _start_listening(self) -> None:
         listener = await self._connected_listener()
+        self._connected = True
         self._listening = asyncio.create_task(self._listen(listener), name="run-events-listener")
 
     async def close(self) -> None:
@@ -141,6 +154,10 @@ class PostgresRunEventBus:
             self._listening.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listening
+            self._connected = False
+            for heard in self._fences.values():  # nothing more is heard: the fences' followers go on
+                if not heard.done():
+                    heard.set_result(None)
         if self._sending is not None:
             try:  # what was published goes out before the process ends
                 async with asyncio.timeout(FLUSH_SECONDS):
@@ -155,13 +172,13 @@ class PostgresRunEventBus:
             await self._publisher.close()
 
     async def publish(self, event: RunEvent) -> None:
-        if self._listening is not None:  # (a process that does not listen serves no followers: a worker)
+        if self._listening is not None:  # (before it listens, nothing here follows a run)
             self._local.deliver(event)  # this process's followers need no round trip
         notifications = encode(event)
         self._outbox.extend(notifications)
         self._queued += len(notifications)
         self._drained.clear()
-        if self._sending is None:
+        if self._sending is None or self._sending.done():  # (started again should it ever have died)
             self._sending = asyncio.create_task(self._send(), name="run-events-sender")
         self._waiting.set()
 
@@ -197,7 +214,7 @@ class PostgresRunEventBus:
             logger.warning("run event notifications were not sent within %.0f s", FLUSH_SECONDS)
 
     async def received_all(self) -> None:
-        if self._listening is None or self._listening.done():
+        if not self._connected:  # not listening, or not now (what it missed is read from storage once back)
             return
         key = uuid.uuid4().hex
         heard = self._fences[key] = asyncio.get_running_loop().create_future()
@@ -226,8 +243,14 @@ class PostgresRunEventBus:
                 if attempt:  # followers in other processes do not hear of these events live
                     logger.warning("run event notifications could not be sent", exc_info=True)
 
-    def subscribe(self, run_id: RunId) -> contextlib.AbstractAsyncContextManager[RunSubscription]:
-        return self._local.subscribe(run_id)
+    @contextlib.asynccontextmanager
+    async def subscribe(self, run_id: RunId) -> AsyncIterator[RunSubscription]:
+        if self._listening is None:  # a process that listens only once something here follows a run
+            async with self._starting:  # (one listener, whoever subscribes first)
+                if self._listening is None:
+                    await self._start_listening()
+        async with self._local.subscribe(run_id) as subscription:
+            yield subscription
 
     async def _connected_publisher(self) -> psycopg.AsyncConnection[Any]:
         if self._publisher is None or self._publisher.closed:
@@ -245,9 +268,11 @@ class PostgresRunEventBus:
             try:
                 async with listener:
                     failures = 0
+                    self._connected = True
                     async for notification in listener.notifies():
                         self._received(notification.pid, notification.payload)
             except psycopg.Error:  # whatever ended the listening (a lost connection, a protocol error...)
+                self._connected = False
                 logger.warning("the connection that receives run events of other processes was lost; reconnecting")
             listener = await self._reconnect(failures)
             failures += 1
