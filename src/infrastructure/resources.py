@@ -200,8 +200,8 @@ async def run_executor(
 
 async def run_event_bus(settings: Settings, listening: bool = True) -> AsyncIterator[RunEventBus]:
     """In worker mode, events travel between processes through PostgreSQL; else they stay in this one. A
-    process that serves no followers (`listening` False: a worker) does not receive every event of the
-    deployment's other processes, unless something in it waits for a run's events (a question to its user)."""
+    process that serves no followers (`listening` False: a worker) only sends: it does not receive every event
+    of the deployment's other processes."""
     if settings.executor is not Executor.QUEUE:
         yield InMemoryRunEventBus()
         return

@@ -71,15 +71,16 @@ class RunEventStream:
         return RunEvent(run_id=self._run_id, seq=self._seq, payload=payload, created_at=self._clock.now())
 
     async def sent(self) -> None:
-        """Returns once what this stream published unstored has left the process (see the class's docstring). The
-        caller is about to commit an event numbered after it."""
-        while self._sent < self._unstored:  # again if more was published meanwhile (the next model call's deltas)
-            published = self._unstored
+        """Returns once what this stream published unstored until now has left the process (see the class's
+        docstring). The caller is about to commit an event numbered after it."""
+        published = self._unstored
+        if self._sent < published:
             await self._bus.sent()
             self._sent = max(self._sent, published)
 
     async def record(self, uow: UnitOfWork, payload: RunEventPayload) -> RunEvent:
-        await self.sent()  # (callers on a run's hot path wait before their transaction: then this is at once)
+        while self._sent < self._unstored:  # again if more was published meanwhile (a parallel tool call's progress)
+            await self.sent()  # (callers on a run's hot path wait before their transaction: then this is at once)
         event = self.make(payload)  # no wait in between: nothing is published unsent before it
         await uow.run_events.add(event, self._org_id)
         self._stored = event.seq

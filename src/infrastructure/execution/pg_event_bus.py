@@ -28,7 +28,6 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -116,17 +115,17 @@ class _Assembly:
 
 class PostgresRunEventBus:
     def __init__(self, database_url: str, *, listening: bool = True) -> None:
-        """`listening` False: this process serves no followers (a worker); it listens only once something here
-        subscribes to a run (a run waiting for its user's answer wakes at the answer given elsewhere)."""
+        """`listening` False: this process serves no followers (a worker): it only sends, and what subscribes here
+        hears nothing (a run waiting for its user's answer reads it from storage: an answer to a question asked
+        while its tool call is open is not announced)."""
         self._dsn = libpq_dsn(database_url)
-        self._listens_at_start = listening
+        self._listens = listening
         self._connected = False
         """Whether the listening connection is up (a fence is not waited for while it is down)."""
         self._local = InMemoryRunEventBus()
         self._assembly = _Assembly()
         self._publisher: psycopg.AsyncConnection[Any] | None = None
         self._publishing = asyncio.Lock()
-        self._starting = asyncio.Lock()
         self._listening: asyncio.Task[None] | None = None
         self._outbox: list[str] = []
         self._waiting = asyncio.Event()
@@ -141,10 +140,8 @@ class PostgresRunEventBus:
     async def start(self) -> None:
         """Returns once this process listens (unless it was made not `listening`): events published from then on
         reach its followers."""
-        if self._listens_at_start:
-            await self._start_listening()
-
-    async def _start_listening(self) -> None:
+        if not self._listens:
+            return
         listener = await self._connected_listener()
         self._connected = True
         self._listening = asyncio.create_task(self._listen(listener), name="run-events-listener")
@@ -172,7 +169,7 @@ class PostgresRunEventBus:
             await self._publisher.close()
 
     async def publish(self, event: RunEvent) -> None:
-        if self._listening is not None:  # (before it listens, nothing here follows a run)
+        if self._listening is not None:  # (a process that does not listen has no followers to give it to)
             self._local.deliver(event)  # this process's followers need no round trip
         notifications = encode(event)
         self._outbox.extend(notifications)
@@ -243,14 +240,8 @@ class PostgresRunEventBus:
                 if attempt:  # followers in other processes do not hear of these events live
                     logger.warning("run event notifications could not be sent", exc_info=True)
 
-    @contextlib.asynccontextmanager
-    async def subscribe(self, run_id: RunId) -> AsyncIterator[RunSubscription]:
-        if self._listening is None:  # a process that listens only once something here follows a run
-            async with self._starting:  # (one listener, whoever subscribes first)
-                if self._listening is None:
-                    await self._start_listening()
-        async with self._local.subscribe(run_id) as subscription:
-            yield subscription
+    def subscribe(self, run_id: RunId) -> contextlib.AbstractAsyncContextManager[RunSubscription]:
+        return self._local.subscribe(run_id)
 
     async def _connected_publisher(self) -> psycopg.AsyncConnection[Any]:
         if self._publisher is None or self._publisher.closed:
