@@ -50,7 +50,7 @@ RECONNECT_SECONDS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
 BATCH_NOTIFICATIONS = 64
 """Notifications sent in one statement at most."""
 FLUSH_SECONDS = 5.0
-"""On close, how long the notifications still waiting may take to go out; and how long `sent` waits at most."""
+"""How long `sent` waits at most (also on close, for the notifications still waiting to go out)."""
 FENCE = "!"
 """What starts a fence's notification (an event's starts with its key, hex digits)."""
 FENCE_SECONDS = 2.0
@@ -129,8 +129,6 @@ class PostgresRunEventBus:
         self._listening: asyncio.Task[None] | None = None
         self._outbox: list[str] = []
         self._waiting = asyncio.Event()
-        self._drained = asyncio.Event()
-        self._drained.set()
         self._sending: asyncio.Task[None] | None = None
         self._queued = self._sent = 0
         """Notifications published, and of them those sent (or given up on), since the process started."""
@@ -156,11 +154,7 @@ class PostgresRunEventBus:
                 if not heard.done():
                     heard.set_result(None)
         if self._sending is not None:
-            try:  # what was published goes out before the process ends
-                async with asyncio.timeout(FLUSH_SECONDS):
-                    await self._drained.wait()
-            except TimeoutError:
-                logger.warning("%d run event notifications could not be sent before closing", len(self._outbox))
+            await self.sent()  # what was published goes out before the process ends (FLUSH_SECONDS at most)
             self._sending.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sending
@@ -174,7 +168,6 @@ class PostgresRunEventBus:
         notifications = encode(event)
         self._outbox.extend(notifications)
         self._queued += len(notifications)
-        self._drained.clear()
         if self._sending is None or self._sending.done():  # (started again should it ever have died)
             self._sending = asyncio.create_task(self._send(), name="run-events-sender")
         self._waiting.set()
@@ -189,7 +182,6 @@ class PostgresRunEventBus:
                 del self._outbox[:BATCH_NOTIFICATIONS]
                 await self._notify(batch)
                 self._count_sent(len(batch))
-            self._drained.set()
 
     def _count_sent(self, notifications: int) -> None:
         self._sent += notifications
