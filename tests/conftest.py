@@ -104,6 +104,7 @@ def settings(database_url: str, executor: Executor, tmp_path_factory: pytest.Tem
         # Two containers (the API's and the worker's) with the job queue's and the event bus's connections each.
         database_pool_size=8 if queue else 20,
         worker_grace_seconds=1,  # the worker stops with the session: what a test left held is handed back soon
+        shutdown_grace_seconds=1,  # so does the app: a run a test left going does not hold its shutdown 10 s
         log_format="text",
         api_key_touch_seconds=0,
         secret_key="test secret key",
