@@ -129,7 +129,16 @@ class FollowRun:
         caller has just created; while the bus holds every event of it so far, storage is not read again."""
         stack = AsyncExitStack()
         subscription = await stack.enter_async_context(self._bus.subscribe(run_id))
+        try:
+            follower = await self._follower(caller, run_id, after_seq, created, subscription)
+        except BaseException:
+            await stack.aclose()
+            raise
+        return _holding(follower, stack)
 
+    async def _follower(
+        self, caller: Caller, run_id: RunId, after_seq: int, created: Run | None, subscription: RunSubscription
+    ) -> RunFollower:
         async def stored_after(seq: int) -> Sequence[RunEvent]:
             async with self._uow.read_only() as uow:
                 return await uow.run_events.list(caller.org_id, run_id, after_seq=seq)
@@ -137,42 +146,26 @@ class FollowRun:
         if created is not None and created.id == run_id and created.org_id == caller.org_id:
             held = [e for e in [*subscription.backlog, *subscription.received()] if e.seq > after_seq]
             if _unbroken(held, after_seq):
-                follower = RunFollower(
-                    history=held, subscription=subscription, settled=False, stored_after=stored_after
-                )
-                return _holding(follower, stack)
-        try:
-            async with self._uow.read_only() as uow:
-                run = await uow.runs.get(caller.org_id, run_id)
-                stored = await uow.run_events.list(caller.org_id, run_id, after_seq=after_seq) if run else []
-            if run is None:
-                raise RunNotFound(f"run {run_id} not found")
-        except BaseException:
-            await stack.aclose()
-            raise
+                return RunFollower(history=held, subscription=subscription, settled=False, stored_after=stored_after)
+        async with self._uow.read_only() as uow:
+            run = await uow.runs.get(caller.org_id, run_id)
+            stored = await uow.run_events.list(caller.org_id, run_id, after_seq=after_seq) if run else []
+        if run is None:
+            raise RunNotFound(f"run {run_id} not found")
         held = [e for e in [*subscription.backlog, *subscription.received()] if e.seq > after_seq]
         history = _merged(stored, held)
         if history and not _unbroken(history, after_seq):
             # Gaps: text deltas the bus never had (or no longer has), or ones on their way from the process that
             # executes the run (sent before what it stored next, but maybe not received here yet).
-            try:
-                await self._bus.received_all()
-            except BaseException:
-                await stack.aclose()
-                raise
+            await self._bus.received_all()
             history = _merged(stored, [*held, *(e for e in subscription.received() if e.seq > after_seq)])
         settled = run.status.is_terminal or run.status is RunStatus.REQUIRES_ACTION
         answered = False
         if history and history[-1].type is RunEventType.REQUIRES_ACTION and not settled:
-            try:
-                answered = await self._went_on_after(caller, run_id)
-            except BaseException:
-                await stack.aclose()
-                raise
-        follower = RunFollower(
+            answered = await self._went_on_after(caller, run_id)
+        return RunFollower(
             history=history, subscription=subscription, settled=settled, answered=answered, stored_after=stored_after
         )
-        return _holding(follower, stack)
 
     async def _went_on_after(self, caller: Caller, run_id: RunId) -> bool:
         """Whether a run whose last event known is a wait for the client has gone on since (answered). The run as
