@@ -46,36 +46,15 @@ async def agent_and_thread(uow: UnitOfWork) -> tuple[Agent, Thread]:
     return agent, thread
 
 
-_made: list[Run] = []
-"""The runs queued_run made, which the test may leave unfinished."""
-
-
 async def queued_run(container: Container) -> tuple[Thread, Run]:
-    """A queued run on a thread of its own, handed to no executor: the test executes it (and `no_run_left`
-    ends it if the test does not)."""
+    """A queued run on a thread of its own, handed to no executor: the test executes it."""
     async with as_port(container.uow()) as uow:
         agent, thread = await agent_and_thread(uow)
         queued = await queue_run(
             uow, clock=container.clock(), ids=container.ids(), thread=thread, agent=agent, input="hello"
         )
         await uow.commit()
-    _made.append(queued.run)
     return thread, queued.run
-
-
-@pytest.fixture(autouse=True)
-async def no_run_left(container: Container) -> AsyncIterator[None]:
-    """A run a test left queued or in progress ends cancelled: the database is shared, and an app that starts
-    later in the session resumes the queued runs it finds, with whatever model the test then running set up."""
-    yield
-    while _made:
-        made = _made.pop()
-        async with as_port(container.uow()) as uow:
-            left = await uow.runs.get(made.org_id, made.id)
-            if left is not None and not left.status.is_terminal:
-                left.cancel(container.clock().now())
-                await uow.runs.save(left)
-                await uow.commit()
 
 
 async def texts(container: Container, thread: Thread) -> list[tuple[str, str]]:

@@ -33,7 +33,7 @@ from infrastructure.settings import Settings
 from tests import builders
 from tests.conftest import as_port
 from tests.databases import backend
-from tests.integration.test_run_leases import agent_and_thread, no_run_left, queued_run  # noqa: F401 (autouse fixture)
+from tests.integration.test_run_leases import agent_and_thread, queued_run
 
 pytestmark = pytest.mark.skipif(
     backend() != "postgresql",
@@ -139,6 +139,12 @@ async def test_a_follower_that_reads_an_event_stored_after_deltas_on_their_way_g
     finally:
         await api.close()
         await worker.close()
+        async with as_port(container.uow()) as uow:  # not left queued: no later test's worker takes it up
+            left = await uow.runs.get(run.org_id, run.id)
+            assert left is not None
+            left.cancel(datetime.now(UTC))
+            await uow.runs.save(left)
+            await uow.commit()
     assert history == [(1, "run.created"), (2, "message.delta"), (3, "message.delta"), (4, "run.in_progress")]
 
 

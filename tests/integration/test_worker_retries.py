@@ -22,7 +22,7 @@ from infrastructure.execution.in_process import InProcessRunExecutor
 from infrastructure.limits.admission import Admission, RunAdmission
 from infrastructure.settings import Settings
 from tests.conftest import as_port
-from tests.integration.test_run_leases import no_run_left, queued_run  # noqa: F401 (autouse fixture)
+from tests.integration.test_run_leases import queued_run
 
 
 class _NoConnection(RunAdmission):
