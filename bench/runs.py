@@ -15,7 +15,9 @@ answers, so each run is two model calls and one MCP tool call.
 - Bare loop: the `openai` SDK and one `mcp` client session in this process, no persistence.
 
 Each side runs `--runs` runs `--concurrency` at a time (runs/s, and CPU seconds per run: the server
-processes', or the bare loop's own), then `--latency-runs` one at a time (p50).
+processes', or the bare loop's own), then `--latency-runs` one at a time (p50). One at a time, each deployment's
+runs alternate with as many bare-loop runs (one of ours, one bare, ...): the two medians come from the same
+seconds of the machine, so a busy spell cannot land on one side only; the ratio at concurrency 1 is theirs.
 The burst part starts `--burst` runs at once with a model that takes `--burst-latency-ms` per call
 and reports the wall time against the ideal (two model calls), the errors and each process's peak memory;
 the bare loop's burst runs in a process of its own, for its peak memory.
@@ -236,16 +238,23 @@ class Measured:
     burst_wall: float = float("nan")
     burst_errors: int = 0
     burst_memory: dict[str, float] = field(default_factory=dict)
+    bare_p50_one: float = float("nan")
+    """The bare loop's median run one at a time, its runs alternating with these (see `measure`)."""
 
 
-Figures = tuple[float, float, float, int, dict[str, float], dict[str, float]]
+Figures = tuple[float, float, float, int, dict[str, float], dict[str, float], float]
 """Runs/s and median seconds per run at the benchmark's concurrency, median seconds per run one at a time,
-errors, each process's CPU seconds per run, and PostgreSQL's and the whole machine's."""
+errors, each process's CPU seconds per run, PostgreSQL's and the whole machine's, and the bare loop's median
+one at a time, measured alternating with ours."""
+
+RunOnce = Callable[[int], Awaitable[tuple[float, bool]]]
+"""The i-th run: how long it took, and whether it completed."""
 
 
 async def measure(
     name: str,
-    run_once: Callable[[int], Awaitable[tuple[float, bool]]],
+    run_once: RunOnce,
+    bare_once: RunOnce,
     cpu_seconds: Callable[[], dict[str, float]],
     profiled_pid: int | None,
     *,
@@ -255,7 +264,8 @@ async def measure(
     warm_up: int,
 ) -> Figures:
     """Warm up, then `runs` runs `concurrency` at a time (sampled by py-spy when asked), then `latency_runs` one at a
-    time; `run_once(i)` is the i-th run (the warm-up takes runs + 0..warm_up, the ones at a time what follows)."""
+    time, each followed by a bare-loop run; `run_once(i)` is the i-th run (the warm-up takes runs + 0..warm_up, the
+    ones at a time what follows)."""
     await drive(warm_up, concurrency, lambda i: run_once(runs + i))  # sessions, caches, connections
     print(f"{name}: warmed up, measuring {runs} runs", file=sys.stderr, flush=True)
     cpu_before, other_before = cpu_seconds(), machine_cpu_seconds()
@@ -263,9 +273,15 @@ async def measure(
         wall, durations, errors = await drive(runs, concurrency, run_once)
     cpu = {process: (spent - cpu_before[process]) / runs for process, spent in cpu_seconds().items()}
     other = {process: (spent - other_before[process]) / runs for process, spent in machine_cpu_seconds().items()}
-    _, one_at_a_time, latency_errors = await drive(latency_runs, 1, lambda i: run_once(runs + warm_up + i))
+    one_at_a_time, bare, latency_errors = [], [], 0
+    for index in range(latency_runs):
+        duration, ok = await run_once(runs + warm_up + index)
+        one_at_a_time.append(duration)
+        latency_errors += 0 if ok else 1
+        bare.append((await bare_once(index))[0])
     p50_one = statistics.median(one_at_a_time) if one_at_a_time else float("nan")
-    return runs / wall, statistics.median(durations), p50_one, errors + latency_errors, cpu, other
+    bare_p50 = statistics.median(bare) if bare else float("nan")
+    return runs / wall, statistics.median(durations), p50_one, errors + latency_errors, cpu, other, bare_p50
 
 
 async def threadline_side(
@@ -273,13 +289,14 @@ async def threadline_side(
     executor: Executor,
     model_url: str,
     mcp_url: str,
+    bare_once: RunOnce,
     runs: int,
     concurrency: int,
     connections: int,
     latency_runs: int,
 ) -> Figures:
     if executor.name == "agno":
-        return await agno_side(backend, model_url, mcp_url, runs, concurrency, latency_runs)
+        return await agno_side(backend, model_url, mcp_url, bare_once, runs, concurrency, latency_runs)
     async with OtlpReceiver() as receiver:
         env = executor.env(connections) | {
             "THREADLINE_OPENAI_API_KEY": "sk-bench",
@@ -303,6 +320,7 @@ async def threadline_side(
                 return await measure(
                     f"{backend} {executor.name}",
                     run_once,
+                    bare_once,
                     running.cpu_seconds,
                     profiled_process(running.processes),
                     runs=runs,
@@ -316,7 +334,7 @@ async def threadline_side(
 
 
 async def agno_side(
-    backend: str, model_url: str, mcp_url: str, runs: int, concurrency: int, latency_runs: int
+    backend: str, model_url: str, mcp_url: str, bare_once: RunOnce, runs: int, concurrency: int, latency_runs: int
 ) -> Figures:
     """The figures of threadline_side, for Agno AgentOS doing the same runs."""
     async with agentos.agno_os(backend, model_url, mcp_url) as running, agentos.client(running) as http:
@@ -328,6 +346,7 @@ async def agno_side(
         return await measure(
             f"{backend} agno",
             run_once,
+            bare_once,
             running.cpu_seconds,
             running.processes[0].pid,
             runs=runs,
@@ -395,7 +414,7 @@ class Bare:
 
 
 @asynccontextmanager
-async def bare_loop(model_url: str, mcp_url: str) -> AsyncIterator[Callable[[int], Awaitable[tuple[float, bool]]]]:
+async def bare_loop(model_url: str, mcp_url: str) -> AsyncIterator[RunOnce]:
     model = AsyncOpenAI(api_key="sk-bench", base_url=model_url)
     async with Client(mcp_url, cache=None) as mcp:
         listed = await mcp.list_tools()
@@ -427,14 +446,13 @@ async def bare_loop(model_url: str, mcp_url: str) -> AsyncIterator[Callable[[int
     await model.close()
 
 
-async def bare_side(model_url: str, mcp_url: str, runs: int, concurrency: int, latency_runs: int) -> Bare:
-    async with bare_loop(model_url, mcp_url) as run_once:
-        await drive(min(runs, 20), concurrency, run_once)
-        cpu_before, machine_before = time.process_time(), machine_cpu_seconds()["machine"]
-        wall, _, errors = await drive(runs, concurrency, run_once)
-        cpu = (time.process_time() - cpu_before) / runs
-        machine = (machine_cpu_seconds()["machine"] - machine_before) / runs
-        _, one_at_a_time, latency_errors = await drive(latency_runs, 1, run_once)
+async def bare_side(run_once: RunOnce, runs: int, concurrency: int, latency_runs: int) -> Bare:
+    """The bare loop's own figures (`run_once`: warmed up), alone on the machine."""
+    cpu_before, machine_before = time.process_time(), machine_cpu_seconds()["machine"]
+    wall, _, errors = await drive(runs, concurrency, run_once)
+    cpu = (time.process_time() - cpu_before) / runs
+    machine = (machine_cpu_seconds()["machine"] - machine_before) / runs
+    _, one_at_a_time, latency_errors = await drive(latency_runs, 1, run_once)
     return Bare(
         runs / wall,
         statistics.median(one_at_a_time),
@@ -613,7 +631,7 @@ def against_bare(backend: str, args: argparse.Namespace, rounds: list[tuple[list
             for m, _ in ours
         ]
         lines.append(row(executor.name, values, [m.burst_errors + m.errors for m, _ in ours]))
-        p50 = median_of([m.p50_one / b.p50_run for m, b in ours])
+        p50 = median_of([m.p50_one / m.bare_p50_one for m, _ in ours])  # the runs that alternated with ours
         rps = median_of([b.runs_per_second / m.runs_per_second for m, b in ours])
         wall = median_of([m.burst_wall / b.burst_wall for m, b in ours])
         memory = median_of([max(m.burst_memory.values(), default=float("nan")) / b.burst_memory for m, b in ours])
@@ -622,34 +640,44 @@ def against_bare(backend: str, args: argparse.Namespace, rounds: list[tuple[list
             f"(goal >= 1/2.5), burst wall {shown(wall, '.2f', 4, 'x')} (goal <= 1.5), peak memory "
             f"{shown(memory, '.2f', 4, 'x')} (goal <= 2.0)"
         )
-    return "\n".join([*lines, "ratios to the bare loop (medians of the rounds' ratios):", *ratios])
+    return "\n".join(
+        [
+            *lines,
+            "ratios to the bare loop (medians of the rounds' ratios; p50 c=1: to the bare runs alternating with ours):",
+            *ratios,
+        ]
+    )
 
 
 async def one_round(args: argparse.Namespace, mcp_url: str) -> tuple[list[Measured], Bare]:
     measured = [Measured(e) for e in args.executors]
-    async with fake_model(0) as model_url:
+    async with fake_model(0) as model_url, bare_loop(model_url, mcp_url) as bare_once:
+        await drive(min(args.runs, 20), args.concurrency, bare_once)
         for m in measured:
             found = await threadline_side(
                 args.backend,
                 m.executor,
                 model_url,
                 mcp_url,
+                bare_once,
                 args.runs,
                 args.concurrency,
                 args.connections,
                 args.latency_runs,
             )
-            m.runs_per_second, m.p50_run, m.p50_one, m.errors, m.cpu_per_run, m.other_cpu_per_run = found
+            m.runs_per_second, m.p50_run, m.p50_one, m.errors, m.cpu_per_run, m.other_cpu_per_run = found[:6]
+            m.bare_p50_one = found[6]
             print(
                 f"{args.backend} {m.executor.name}: {m.runs_per_second:7.1f} runs/s, median run "
                 f"{m.p50_run * 1000:6.1f} ms ({args.concurrency} at a time), {m.p50_one * 1000:6.1f} ms (one at a "
-                f"time), errors {m.errors}, CPU per run "
+                f"time; the bare loop's alternating with it {m.bare_p50_one * 1000:.1f} ms), errors {m.errors}, "
+                "CPU per run "
                 + ", ".join(
                     f"{name} {seconds * 1000:.0f} ms" for name, seconds in (m.cpu_per_run | m.other_cpu_per_run).items()
                 ),
                 flush=True,
             )
-        bare = await bare_side(model_url, mcp_url, args.runs, args.concurrency, args.latency_runs)
+        bare = await bare_side(bare_once, args.runs, args.concurrency, args.latency_runs)
         print(
             f"{args.backend} bare loop: {bare.runs_per_second:7.1f} runs/s, median run {bare.p50_run * 1000:6.1f} ms "
             f"(one at a time), errors {bare.errors}, CPU per run {bare.cpu_per_run * 1000:.1f} ms, machine "
