@@ -180,7 +180,8 @@ def executing(container: Container, worker: Container | None) -> list[Container]
 async def app(container: Container, worker: Container | None) -> AsyncIterator[FastAPI]:
     """The application; in queue mode, with the worker that executes its runs."""
     application = create_app(container)
-    async with LifespanManager(application):
+    # Stopping waits the grace (1 s) for runs still going, then up to 10 s for the ones interrupted to record it.
+    async with LifespanManager(application, shutdown_timeout=15):
         yield application
 
 

@@ -175,6 +175,7 @@ async def test_a_run_whose_cancel_cannot_be_stored_gets_a_job_of_its_own_again(
         rows = await app.connector.execute_query_all_async(
             "SELECT status, scheduled_at FROM procrastinate_jobs WHERE queueing_lock = %(run)s", run=str(run.id)
         )
+        await _left_behind(container, app, run)
     assert [row["status"] for row in rows] == ["todo"]
     assert rows[0]["scheduled_at"] > datetime.now(UTC)
 
@@ -230,6 +231,7 @@ async def test_a_run_is_stored_queued_only_with_its_job_for_the_workers(
             kept=str(kept.run.id),
             abandoned=str(abandoned.run.id),
         )
+        await _left_behind(container, app, kept.run)
     run_id = str(kept.run.id)
     assert jobs == [
         {
@@ -241,6 +243,20 @@ async def test_a_run_is_stored_queued_only_with_its_job_for_the_workers(
             "status": "todo",
         }
     ]
+
+
+async def _left_behind(container: Container, app: Any, *made: Run) -> None:
+    """A test's runs cancelled and their jobs deleted: the suite's worker, in queue mode, would take such a job up
+    later and execute its run with the model of the test then running."""
+    locks = [str(run.id) for run in made]
+    await app.connector.execute_query_async("DELETE FROM procrastinate_jobs WHERE lock = ANY(%(locks)s)", locks=locks)
+    async with as_port(container.uow()) as uow:
+        for run in made:
+            left = await uow.runs.get(run.org_id, run.id)
+            if left is not None and not left.status.is_terminal:
+                left.cancel(datetime.now(UTC))
+                await uow.runs.save(left)
+        await uow.commit()
 
 
 async def _job_statuses(app: Any, locks: list[str]) -> dict[str, str]:
