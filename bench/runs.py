@@ -16,8 +16,11 @@ answers, so each run is two model calls and one MCP tool call.
 
 Each side runs `--runs` runs `--concurrency` at a time (runs/s, and CPU seconds per run: the server
 processes', or the bare loop's own), then `--latency-runs` one at a time (p50). One at a time, each deployment's
-runs alternate with as many bare-loop runs (one of ours, one bare, ...): the two medians come from the same
-seconds of the machine, so a busy spell cannot land on one side only; the ratio at concurrency 1 is theirs.
+runs alternate with as many bare-loop runs, in pairs whose order alternates too (ours then bare, bare then
+ours), each run after a pause of SETTLE_SECONDS: the two medians come from neighbouring seconds of the machine,
+so a busy spell of a minute no longer lands on one side only. The ratio at concurrency 1 is to those bare runs
+(made while the deployment is up, idle); the bare loop's own p50, measured alone after the deployments, is
+printed beside it.
 The burst part starts `--burst` runs at once with a model that takes `--burst-latency-ms` per call
 and reports the wall time against the ideal (two model calls), the errors and each process's peak memory;
 the bare loop's burst runs in a process of its own, for its peak memory.
@@ -250,6 +253,10 @@ one at a time, measured alternating with ours."""
 RunOnce = Callable[[int], Awaitable[tuple[float, bool]]]
 """The i-th run: how long it took, and whether it completed."""
 
+SETTLE_SECONDS = 0.05
+"""One at a time, the pause before each run (either side's): the work a deployment does after a run's last event
+(ending its trace, giving back its slot) is not charged to the bare-loop run that follows it."""
+
 
 async def measure(
     name: str,
@@ -275,10 +282,16 @@ async def measure(
     other = {process: (spent - other_before[process]) / runs for process, spent in machine_cpu_seconds().items()}
     one_at_a_time, bare, latency_errors = [], [], 0
     for index in range(latency_runs):
-        duration, ok = await run_once(runs + warm_up + index)
-        one_at_a_time.append(duration)
-        latency_errors += 0 if ok else 1
-        bare.append((await bare_once(index))[0])
+        # In pairs, ours first then the bare loop's, then the other way round: neither side always follows the other.
+        for side in ("ours", "bare") if index % 2 == 0 else ("bare", "ours"):
+            await asyncio.sleep(SETTLE_SECONDS)  # what the previous run left to do (its trace, its slot) is done
+            if side == "ours":
+                duration, ok = await run_once(runs + warm_up + index)
+                one_at_a_time.append(duration)
+            else:
+                duration, ok = await bare_once(index)
+                bare += [duration] if ok else []
+            latency_errors += 0 if ok else 1
     p50_one = statistics.median(one_at_a_time) if one_at_a_time else float("nan")
     bare_p50 = statistics.median(bare) if bare else float("nan")
     return runs / wall, statistics.median(durations), p50_one, errors + latency_errors, cpu, other, bare_p50
@@ -447,7 +460,8 @@ async def bare_loop(model_url: str, mcp_url: str) -> AsyncIterator[RunOnce]:
 
 
 async def bare_side(run_once: RunOnce, runs: int, concurrency: int, latency_runs: int) -> Bare:
-    """The bare loop's own figures (`run_once`: warmed up), alone on the machine."""
+    """The bare loop's own figures, with no deployment up."""
+    await drive(min(runs, 20), concurrency, run_once)  # its pooled connections (idle ones expire after 5 s)
     cpu_before, machine_before = time.process_time(), machine_cpu_seconds()["machine"]
     wall, _, errors = await drive(runs, concurrency, run_once)
     cpu = (time.process_time() - cpu_before) / runs
@@ -610,7 +624,8 @@ def against_bare(backend: str, args: argparse.Namespace, rounds: list[tuple[list
         f"{backend}, medians of {len(rounds)} round(s) (spread: (max-min)/median): p50 run at concurrency 1, runs/s "
         f"at concurrency {args.concurrency} (and CPU seconds per run: the server processes', or the bare loop's), "
         f"{args.burst} runs at once with a {args.burst_latency_ms:.0f} ms model (wall, most errors in a round, peak "
-        "memory of the busiest process)",
+        "memory of the busiest process); the bare loop's p50 here is its own, alone: the ratios at concurrency 1 are "
+        "to the bare runs that alternated with each executor's",
         f"{'':<11} {'p50 c=1':>9} {'spr':>4} {'runs/s':>7} {'spr':>4} {'CPU/run':>8} {'spr':>4} "
         f"{'burst':>8} {'spr':>4} "
         f"{'err':>4} {'memory':>9}",
@@ -632,11 +647,13 @@ def against_bare(backend: str, args: argparse.Namespace, rounds: list[tuple[list
         ]
         lines.append(row(executor.name, values, [m.burst_errors + m.errors for m, _ in ours]))
         p50 = median_of([m.p50_one / m.bare_p50_one for m, _ in ours])  # the runs that alternated with ours
+        alone = median_of([m.p50_one / b.p50_run for m, b in ours])
         rps = median_of([b.runs_per_second / m.runs_per_second for m, b in ours])
         wall = median_of([m.burst_wall / b.burst_wall for m, b in ours])
         memory = median_of([max(m.burst_memory.values(), default=float("nan")) / b.burst_memory for m, b in ours])
         ratios.append(
-            f"{executor.name:<11} p50 c=1 {p50:4.2f}x the bare loop's (goal <= 2.0), runs/s 1/{rps:4.2f} of it "
+            f"{executor.name:<11} p50 c=1 {p50:4.2f}x the bare loop's (goal <= 2.0; {alone:4.2f}x its p50 alone), "
+            f"runs/s 1/{rps:4.2f} of it "
             f"(goal >= 1/2.5), burst wall {shown(wall, '.2f', 4, 'x')} (goal <= 1.5), peak memory "
             f"{shown(memory, '.2f', 4, 'x')} (goal <= 2.0)"
         )
