@@ -7,6 +7,7 @@ POST /agents/bench/runs (form fields message, stream=true and a new session_id) 
 """
 
 import asyncio
+import json
 import socket
 import subprocess
 import sys
@@ -123,9 +124,18 @@ def client(deployment: AgnoDeployment) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=deployment.base_url, timeout=600, limits=limits)
 
 
+def _error_text(data: str) -> str:
+    """What a RunError event says went wrong, shortened (the outcomes count runs by it)."""
+    try:
+        content = json.loads(data).get("content")
+    except (ValueError, AttributeError):
+        content = None
+    return str(content or data)[:80]
+
+
 async def one_agno_run(http: httpx.AsyncClient, limit_seconds: float) -> tuple[float, str]:
     """How long one run took (a new session), and how it ended: completed (the MCP tool's answer in the run's
-    answer), `tool not called`, error, `http <status>` or timeout."""
+    answer), `tool not called`, `error: <what its RunError event says>`, `http <status>` or timeout."""
     began = time.perf_counter()
     status = "failed"
     form = {"message": "please echo", "stream": "true", "session_id": str(uuid.uuid4())}
@@ -140,8 +150,8 @@ async def one_agno_run(http: httpx.AsyncClient, limit_seconds: float) -> tuple[f
                         event = line.removeprefix("event: ")
                     elif event == "RunCompleted" and line.startswith("data: "):
                         status = "completed" if ECHOED in line else "tool not called"
-                    elif event == "RunError":
-                        status = "error"
+                    elif event == "RunError" and line.startswith("data: "):
+                        status = f"error: {_error_text(line.removeprefix('data: '))}"
     except TimeoutError:
         status = "timeout"
     return time.perf_counter() - began, status
