@@ -16,11 +16,10 @@ answers, so each run is two model calls and one MCP tool call.
 
 Each side runs `--runs` runs `--concurrency` at a time (runs/s, and CPU seconds per run: the server
 processes', or the bare loop's own), then `--latency-runs` one at a time (p50). One at a time, each deployment's
-runs alternate with as many bare-loop runs, in pairs whose order alternates too (ours then bare, bare then
-ours), each run after a pause of SETTLE_SECONDS: the two medians come from neighbouring seconds of the machine,
-so a busy spell of a minute no longer lands on one side only. The ratio at concurrency 1 is to those bare runs
-(made while the deployment is up, idle); the bare loop's own p50, measured alone after the deployments, is
-printed beside it.
+runs take turns with as many bare-loop runs, in blocks of LATENCY_BLOCK back to back (ours, bare, ours, ...):
+the two medians come from the same minute of the machine, so a busy spell no longer lands on one side only. The
+ratio at concurrency 1 is to those bare runs (made while the deployment is up, idle); the ratio to the bare
+loop's own p50, measured alone after the deployments, is printed beside it.
 The burst part starts `--burst` runs at once with a model that takes `--burst-latency-ms` per call
 and reports the wall time against the ideal (two model calls), the errors and each process's peak memory;
 the bare loop's burst runs in a process of its own, for its peak memory.
@@ -242,20 +241,21 @@ class Measured:
     burst_errors: int = 0
     burst_memory: dict[str, float] = field(default_factory=dict)
     bare_p50_one: float = float("nan")
-    """The bare loop's median run one at a time, its runs alternating with these (see `measure`)."""
+    """The bare loop's median run one at a time, its runs taking turns with these (see `measure`)."""
 
 
 Figures = tuple[float, float, float, int, dict[str, float], dict[str, float], float]
 """Runs/s and median seconds per run at the benchmark's concurrency, median seconds per run one at a time,
 errors, each process's CPU seconds per run, PostgreSQL's and the whole machine's, and the bare loop's median
-one at a time, measured alternating with ours."""
+one at a time, measured taking turns with ours."""
 
 RunOnce = Callable[[int], Awaitable[tuple[float, bool]]]
 """The i-th run: how long it took, and whether it completed."""
 
-SETTLE_SECONDS = 0.05
-"""One at a time, the pause before each run (either side's): the work a deployment does after a run's last event
-(ending its trace, giving back its slot) is not charged to the bare-loop run that follows it."""
+LATENCY_BLOCK = 10
+"""One at a time, a deployment's runs and the bare loop's take turns in blocks of this many, back to back; the
+first run of a block is left out of the median (it may meet what the other side left going: a deployment ends a
+run's trace and gives back its slot after the run's last event)."""
 
 
 async def measure(
@@ -271,8 +271,8 @@ async def measure(
     warm_up: int,
 ) -> Figures:
     """Warm up, then `runs` runs `concurrency` at a time (sampled by py-spy when asked), then `latency_runs` one at a
-    time, each followed by a bare-loop run; `run_once(i)` is the i-th run (the warm-up takes runs + 0..warm_up, the
-    ones at a time what follows)."""
+    time, taking turns with as many bare-loop runs (LATENCY_BLOCK); `run_once(i)` is the i-th run (the warm-up
+    takes runs + 0..warm_up, the ones at a time what follows)."""
     await drive(warm_up, concurrency, lambda i: run_once(runs + i))  # sessions, caches, connections
     print(f"{name}: warmed up, measuring {runs} runs", file=sys.stderr, flush=True)
     cpu_before, other_before = cpu_seconds(), machine_cpu_seconds()
@@ -281,16 +281,15 @@ async def measure(
     cpu = {process: (spent - cpu_before[process]) / runs for process, spent in cpu_seconds().items()}
     other = {process: (spent - other_before[process]) / runs for process, spent in machine_cpu_seconds().items()}
     one_at_a_time, bare, latency_errors = [], [], 0
-    for index in range(latency_runs):
-        # In pairs, ours first then the bare loop's, then the other way round: neither side always follows the other.
-        for side in ("ours", "bare") if index % 2 == 0 else ("bare", "ours"):
-            await asyncio.sleep(SETTLE_SECONDS)  # what the previous run left to do (its trace, its slot) is done
-            if side == "ours":
-                duration, ok = await run_once(runs + warm_up + index)
-                one_at_a_time.append(duration)
-            else:
-                duration, ok = await bare_once(index)
-                bare += [duration] if ok else []
+    for block in range(0, latency_runs, LATENCY_BLOCK):
+        size = min(LATENCY_BLOCK, latency_runs - block)
+        for number in range(size):  # back to back
+            duration, ok = await run_once(runs + warm_up + block + number)
+            one_at_a_time += [duration] if number else []
+            latency_errors += 0 if ok else 1
+        for number in range(size):
+            duration, ok = await bare_once(number)
+            bare += [duration] if number and ok else []
             latency_errors += 0 if ok else 1
     p50_one = statistics.median(one_at_a_time) if one_at_a_time else float("nan")
     bare_p50 = statistics.median(bare) if bare else float("nan")
@@ -625,7 +624,7 @@ def against_bare(backend: str, args: argparse.Namespace, rounds: list[tuple[list
         f"at concurrency {args.concurrency} (and CPU seconds per run: the server processes', or the bare loop's), "
         f"{args.burst} runs at once with a {args.burst_latency_ms:.0f} ms model (wall, most errors in a round, peak "
         "memory of the busiest process); the bare loop's p50 here is its own, alone: the ratios at concurrency 1 are "
-        "to the bare runs that alternated with each executor's",
+        "to the bare runs that took turns with each executor's",
         f"{'':<11} {'p50 c=1':>9} {'spr':>4} {'runs/s':>7} {'spr':>4} {'CPU/run':>8} {'spr':>4} "
         f"{'burst':>8} {'spr':>4} "
         f"{'err':>4} {'memory':>9}",
@@ -646,7 +645,7 @@ def against_bare(backend: str, args: argparse.Namespace, rounds: list[tuple[list
             for m, _ in ours
         ]
         lines.append(row(executor.name, values, [m.burst_errors + m.errors for m, _ in ours]))
-        p50 = median_of([m.p50_one / m.bare_p50_one for m, _ in ours])  # the runs that alternated with ours
+        p50 = median_of([m.p50_one / m.bare_p50_one for m, _ in ours])  # the runs that took turns with ours
         alone = median_of([m.p50_one / b.p50_run for m, b in ours])
         rps = median_of([b.runs_per_second / m.runs_per_second for m, b in ours])
         wall = median_of([m.burst_wall / b.burst_wall for m, b in ours])
@@ -660,7 +659,7 @@ def against_bare(backend: str, args: argparse.Namespace, rounds: list[tuple[list
     return "\n".join(
         [
             *lines,
-            "ratios to the bare loop (medians of the rounds' ratios; p50 c=1: to the bare runs alternating with ours):",
+            "ratios to the bare loop (medians of the rounds' ratios; p50 c=1: to the bare runs in turn with ours):",
             *ratios,
         ]
     )
@@ -687,7 +686,7 @@ async def one_round(args: argparse.Namespace, mcp_url: str) -> tuple[list[Measur
             print(
                 f"{args.backend} {m.executor.name}: {m.runs_per_second:7.1f} runs/s, median run "
                 f"{m.p50_run * 1000:6.1f} ms ({args.concurrency} at a time), {m.p50_one * 1000:6.1f} ms (one at a "
-                f"time; the bare loop's alternating with it {m.bare_p50_one * 1000:.1f} ms), errors {m.errors}, "
+                f"time; the bare loop's taking turns with it {m.bare_p50_one * 1000:.1f} ms), errors {m.errors}, "
                 "CPU per run "
                 + ", ".join(
                     f"{name} {seconds * 1000:.0f} ms" for name, seconds in (m.cpu_per_run | m.other_cpu_per_run).items()
