@@ -273,3 +273,40 @@ async def test_two_writes_of_a_run_at_once_both_wait_until_its_deltas_left_the_p
     bus.go.set()
     await asyncio.gather(first, second)
     assert await stored_events(app, run) == ["run.created", "run.in_progress", "run.in_progress"]
+
+
+class _DeltaOnItsWay:
+    """A bus on which a text delta arrives right after a follower subscribes, while the stored event numbered before
+    it has not arrived (it comes from the process that executes the run, through another connection)."""
+
+    def __init__(self, bus: RunEventBus, delta: RunEvent) -> None:
+        self._bus, self._delta = bus, delta
+
+    async def publish(self, event: RunEvent) -> None:
+        await self._bus.publish(event)
+
+    async def sent(self) -> None:
+        await self._bus.sent()
+
+    async def received_all(self) -> None:
+        await self._bus.received_all()
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, run_id: RunId) -> AsyncIterator[RunSubscription]:
+        async with self._bus.subscribe(run_id) as subscription:
+            await self._bus.publish(self._delta)
+            yield subscription
+
+
+async def test_the_creator_of_a_run_keeps_a_delta_that_came_before_the_stored_event_it_lacked() -> None:
+    app = FakeApp()
+    run = await queued_run(app)  # run.created, stored and published here
+    events = RunEventStream(run.org_id, run.id, 1, app.bus, app.clock)
+    async with app.uow as uow:  # run.in_progress, stored elsewhere: not published here
+        await events.record(uow, RunInProgress.of(run))
+        await uow.commit()
+    delta = events.make(MessageDelta(message_id=MessageId(uuid.uuid4()), text="He"))
+    follow = FollowRun(app.uow, _DeltaOnItsWay(app.bus, delta))
+    async with await follow.execute(member(run.org_id), run.id, created=run) as follower:
+        history = [(e.seq, e.type.value) for e in follower.history]
+    assert history == [(1, "run.created"), (2, "run.in_progress"), (3, "message.delta")]

@@ -143,8 +143,9 @@ class FollowRun:
             async with self._uow.read_only() as uow:
                 return await uow.run_events.list(caller.org_id, run_id, after_seq=seq)
 
+        arrived = subscription.received()  # (taking them: kept for the history whichever way it is made)
         if created is not None and created.id == run_id and created.org_id == caller.org_id:
-            held = [e for e in [*subscription.backlog, *subscription.received()] if e.seq > after_seq]
+            held = [e for e in [*subscription.backlog, *arrived] if e.seq > after_seq]
             if _unbroken(held, after_seq):
                 return RunFollower(history=held, subscription=subscription, settled=False, stored_after=stored_after)
         async with self._uow.read_only() as uow:
@@ -152,7 +153,7 @@ class FollowRun:
             stored = await uow.run_events.list(caller.org_id, run_id, after_seq=after_seq) if run else []
         if run is None:
             raise RunNotFound(f"run {run_id} not found")
-        held = [e for e in [*subscription.backlog, *subscription.received()] if e.seq > after_seq]
+        held = [e for e in [*subscription.backlog, *arrived, *subscription.received()] if e.seq > after_seq]
         history = _merged(stored, held)
         if history and not _unbroken(history, after_seq):
             # Gaps: text deltas the bus never had (or no longer has), or ones on their way from the process that
