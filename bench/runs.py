@@ -681,8 +681,15 @@ async def one_round(args: argparse.Namespace, mcp_url: str) -> tuple[list[Measur
                 args.connections,
                 args.latency_runs,
             )
-            m.runs_per_second, m.p50_run, m.p50_one, m.errors, m.cpu_per_run, m.other_cpu_per_run = found[:6]
-            m.bare_p50_one = found[6]
+            (
+                m.runs_per_second,
+                m.p50_run,
+                m.p50_one,
+                m.errors,
+                m.cpu_per_run,
+                m.other_cpu_per_run,
+                m.bare_p50_one,
+            ) = found
             print(
                 f"{args.backend} {m.executor.name}: {m.runs_per_second:7.1f} runs/s, median run "
                 f"{m.p50_run * 1000:6.1f} ms ({args.concurrency} at a time), {m.p50_one * 1000:6.1f} ms (one at a "
