@@ -7,7 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 from types import TracebackType
 
-from application.ports.execution import RunEventBus, RunSubscription
+from application.ports.execution import RunSubscription
 from application.runs.create_run import CreateRun, CreateRunCommand
 from application.runs.events import RunEventStream
 from application.runs.follow_run import FollowRun
@@ -16,34 +16,22 @@ from domain.run_events import MessageDelta, RunEvent, RunEventType, RunInProgres
 from domain.runs import ClientTool, Run
 from tests.unit.fakes.app import FakeApp, member
 from tests.unit.fakes.persistence import FakeUnitOfWork
-from tests.unit.fakes.ports import Hold, RecordingBus, answer, call, calls
+from tests.unit.fakes.ports import AfterSubscribing, Hold, RecordingBus, answer, call, calls
 from tests.unit.test_run_leases import stored_events
 
 
-class _StartsTheRunWhileSubscribing:
+class _StartsTheRunWhileSubscribing(AfterSubscribing):
     """A bus on which the run starts (and stops at the model's call) right after a follower subscribes,
     before it reads storage: the events of that start are both stored and on their way live."""
 
     def __init__(self, app: FakeApp, run: Run, thinking: Hold) -> None:
-        self._bus: RunEventBus = app.bus
+        super().__init__(app.bus, self._start)
         self._app, self._run, self._thinking = app, run, thinking
         self.task: asyncio.Task[Run | None] | None = None
 
-    async def publish(self, event: RunEvent) -> None:
-        await self._bus.publish(event)
-
-    async def sent(self) -> None:
-        await self._bus.sent()
-
-    async def received_all(self) -> None:
-        await self._bus.received_all()
-
-    @contextlib.asynccontextmanager
-    async def subscribe(self, run_id: RunId) -> AsyncIterator[RunSubscription]:
-        async with self._bus.subscribe(run_id) as subscription:
-            self.task = asyncio.create_task(self._app.execute_run().execute(self._run.org_id, self._run.id))
-            await self._thinking.received.wait()
-            yield subscription
+    async def _start(self) -> None:
+        self.task = asyncio.create_task(self._app.execute_run().execute(self._run.org_id, self._run.id))
+        await self._thinking.received.wait()
 
 
 async def queued_run(app: FakeApp, client_tools: tuple[ClientTool, ...] = ()) -> Run:
@@ -275,29 +263,6 @@ async def test_two_writes_of_a_run_at_once_both_wait_until_its_deltas_left_the_p
     assert await stored_events(app, run) == ["run.created", "run.in_progress", "run.in_progress"]
 
 
-class _DeltaOnItsWay:
-    """A bus on which a text delta arrives right after a follower subscribes, while the stored event numbered before
-    it has not arrived (it comes from the process that executes the run, through another connection)."""
-
-    def __init__(self, bus: RunEventBus, delta: RunEvent) -> None:
-        self._bus, self._delta = bus, delta
-
-    async def publish(self, event: RunEvent) -> None:
-        await self._bus.publish(event)
-
-    async def sent(self) -> None:
-        await self._bus.sent()
-
-    async def received_all(self) -> None:
-        await self._bus.received_all()
-
-    @contextlib.asynccontextmanager
-    async def subscribe(self, run_id: RunId) -> AsyncIterator[RunSubscription]:
-        async with self._bus.subscribe(run_id) as subscription:
-            await self._bus.publish(self._delta)
-            yield subscription
-
-
 async def test_the_creator_of_a_run_keeps_a_delta_that_came_before_the_stored_event_it_lacked() -> None:
     app = FakeApp()
     run = await queued_run(app)  # run.created, stored and published here
@@ -306,7 +271,8 @@ async def test_the_creator_of_a_run_keeps_a_delta_that_came_before_the_stored_ev
         await events.record(uow, RunInProgress.of(run))
         await uow.commit()
     delta = events.make(MessageDelta(message_id=MessageId(uuid.uuid4()), text="He"))
-    follow = FollowRun(app.uow, _DeltaOnItsWay(app.bus, delta))
+    # The delta arrives as the follower subscribes; run.in_progress, sent by another connection, has not yet.
+    follow = FollowRun(app.uow, AfterSubscribing(app.bus, lambda: app.bus.publish(delta)))
     async with await follow.execute(member(run.org_id), run.id, created=run) as follower:
         history = [(e.seq, e.type.value) for e in follower.history]
     assert history == [(1, "run.created"), (2, "run.in_progress"), (3, "message.delta")]

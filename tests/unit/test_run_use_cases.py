@@ -1,14 +1,11 @@
 """The run use cases around the loop: creating, answering, cancelling, following, recovering and reading runs."""
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
 from application.errors import InvalidReference, RunNotFound, ThreadBusy, ThreadNotFound
 from application.pagination import PageRequest
-from application.ports.execution import RunEventBus, RunSubscription
 from application.runs.cancel_run import CancelRun
 from application.runs.create_run import CreateRun, CreateRunCommand
 from application.runs.events import UNSTORED_SEQS
@@ -27,7 +24,7 @@ from domain.runs import ClientTool, PendingToolCall, Run, RunNotWaiting, RunStat
 from domain.threads import Thread
 from tests import builders
 from tests.unit.fakes.app import FakeApp, admin, member
-from tests.unit.fakes.ports import Hold, RecordingExecutor, answer, call, calls
+from tests.unit.fakes.ports import AfterSubscribing, Hold, RecordingExecutor, answer, call, calls
 
 
 @pytest.fixture
@@ -373,33 +370,11 @@ async def test_a_follower_gets_what_happened_then_what_happens_until_the_run_end
     assert [e.seq for e in received] == [1, 2, 3, 4, 5]
 
 
-class _GoesOnWhileSubscribing:
-    """A bus on which the run goes on to its end right after a follower subscribes (before it reads storage)."""
-
-    def __init__(self, bus: RunEventBus, meanwhile: Callable[[], Awaitable[object]]) -> None:
-        self._bus, self._meanwhile = bus, meanwhile
-
-    async def publish(self, event: RunEvent) -> None:
-        await self._bus.publish(event)
-
-    async def sent(self) -> None:
-        await self._bus.sent()
-
-    async def received_all(self) -> None:
-        await self._bus.received_all()
-
-    @contextlib.asynccontextmanager
-    async def subscribe(self, run_id: RunId) -> AsyncIterator[RunSubscription]:
-        async with self._bus.subscribe(run_id) as subscription:
-            await self._meanwhile()
-            yield subscription
-
-
 async def test_a_follower_that_subscribes_while_the_run_goes_on_misses_nothing(app: FakeApp) -> None:
     org, _, thread = await setup(app)
     run = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
     app.model.then(answer("Hello there"))
-    bus = _GoesOnWhileSubscribing(app.bus, lambda: app.execute_run().execute(org.id, run.id))
+    bus = AfterSubscribing(app.bus, lambda: app.execute_run().execute(org.id, run.id))
     async with await FollowRun(app.uow, bus).execute(member(org), run.id) as follower:
         events = [e async for e in follower.events(heartbeat=60) if e is not None]
     assert [e.type.value for e in events] == [

@@ -10,6 +10,7 @@ from typing import Any
 from uuid import UUID
 
 from application.errors import ModelError, ToolFailure, UrlNotAllowed
+from application.ports.execution import RunEventBus, RunSubscription
 from application.ports.llm import ModelRequest, ModelResponse, ModelToolCall, TextListener
 from application.ports.mcp import (
     NO_HOOKS,
@@ -283,6 +284,29 @@ class RecordingBus:
 
     def types(self, run_id: RunId | None = None) -> list[str]:
         return [e.type.value for e in self.published if run_id is None or e.run_id == run_id]
+
+
+class AfterSubscribing:
+    """Another bus, on which `meanwhile` happens right after a follower subscribes, before it reads storage (the
+    run goes on, an event arrives...)."""
+
+    def __init__(self, bus: RunEventBus, meanwhile: Callable[[], Awaitable[object]]) -> None:
+        self._bus, self._meanwhile = bus, meanwhile
+
+    async def publish(self, event: RunEvent) -> None:
+        await self._bus.publish(event)
+
+    async def sent(self) -> None:
+        await self._bus.sent()
+
+    async def received_all(self) -> None:
+        await self._bus.received_all()
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, run_id: RunId) -> AsyncIterator[RunSubscription]:
+        async with self._bus.subscribe(run_id) as subscription:
+            await self._meanwhile()
+            yield subscription
 
 
 class RecordingSlot:
