@@ -540,19 +540,6 @@ async def test_a_run_left_in_progress_goes_on_with_a_model_call(app: FakeApp) ->
 # -- what a run stores and traces --------------------------------------------------------------------
 
 
-async def test_each_step_is_stored_before_the_next_model_call(app: FakeApp) -> None:
-    seen: list[list[MessageRole]] = []
-
-    async def look(request: ModelRequest) -> None:
-        seen.append([m.role for m in await history(app, thread)])
-
-    app.model.before = look
-    app.model.then(calls(call("command__check")), answer("ok"))
-    _, thread, run = await queued(app, **commands_agent())
-    await app.execute_run().execute(run.org_id, run.id)
-    assert seen == [[MessageRole.USER], [MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL]]
-
-
 async def test_the_answer_with_tool_calls_is_one_message_and_each_call_a_step_entry(app: FakeApp) -> None:
     app.model.then(calls(call("command__check"), call("command__deploy"), text="Let me look."), answer("ok"))
     _, thread, run = await queued(app, **commands_agent())

@@ -62,18 +62,26 @@ async def test_a_run_whose_answer_cannot_be_stored_fails_with_storage_unavailabl
     assert "internal_error" not in caplog.text and all(r.exc_info is None for r in caplog.records)
 
 
+async def outage_once_the_tool_results_are_stored(app: FakeApp, run: Run, thinking: Hold) -> None:
+    """When the model is called the second time, the first step's tool results are stored beside the call: once
+    they are, the database goes away (for one commit: the answer's), and the model answers."""
+    await thinking.received.wait()
+    async with app.uow.read_only() as uow:
+        so_far = await uow.messages.list(run.org_id, run.thread_id, limit=100, after_position=None)
+    assert [m.role for m in so_far][-1] is MessageRole.TOOL
+    app.store.failing_commits = 1
+    thinking.release.set()
+
+
 async def test_a_run_that_completed_only_in_memory_fails_as_stored() -> None:
     """The answer that would complete the run is lost with its write: the stored run, still in progress, fails."""
     app = FakeApp()
-    app.model.then(calls(call("nothing_here")), answer("Done"))
+    thinking = Hold()
+    app.model.then(calls(call("nothing_here")), thinking, answer("Done"))
     run = await queued(app)
-
-    async def outage_on_second_call(request: ModelRequest) -> None:
-        if len(app.model.requests) == 2:
-            app.store.failing_commits = 1
-
-    app.model.before = outage_on_second_call
-    failed = await app.execute_run().execute(run.org_id, run.id)
+    executing = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    await outage_once_the_tool_results_are_stored(app, run, thinking)
+    failed = await executing
     assert failed.status is RunStatus.FAILED and failed.error is not None
     assert failed.error.code == "storage_unavailable"
     assert failed.step_count == 1  # the first step was stored, the second was not
@@ -113,16 +121,13 @@ async def test_a_run_that_cannot_be_started_stays_queued() -> None:
 async def test_a_run_handed_back_on_an_outage_stays_as_stored_and_goes_on_from_its_last_step_when_taken_again() -> None:
     """As a worker executes runs: the run is not failed, and its job is tried again."""
     app = FakeApp()
-    app.model.then(calls(call("nothing_here")), answer("Lost with its write"), answer("Done"))
+    thinking = Hold()
+    app.model.then(calls(call("nothing_here")), thinking, answer("Lost with its write"), answer("Done"))
     run = await queued(app)
-
-    async def outage_on_second_call(request: ModelRequest) -> None:
-        if len(app.model.requests) == 2:
-            app.store.failing_commits = 1
-
-    app.model.before = outage_on_second_call
+    executing = asyncio.create_task(app.execute_run().execute(run.org_id, run.id, hand_back_on_outage=True))
+    await outage_once_the_tool_results_are_stored(app, run, thinking)
     with pytest.raises(StorageUnavailable):
-        await app.execute_run().execute(run.org_id, run.id, hand_back_on_outage=True)
+        await executing
     paused = await stored(app, run)
     assert paused.status is RunStatus.IN_PROGRESS and paused.step_count == 1
     assert "run.failed" not in app.bus.types(run.id)

@@ -39,8 +39,9 @@ class RunExecution(Protocol):
 
 class ExecuteRun:
     """Runs a queued (or resumed) run, step by step, until it completes, fails, is cancelled or waits for the
-    client's tool results. A step is one model call and the tool calls it asks for; each step is stored
-    before the next begins (see RunRecorder), and no transaction is open during a model or tool call."""
+    client's tool results. A step is one model call and the tool calls it asks for; each step is stored before
+    anything of the next is (its tool results beside the next model call: see RunRecorder), and no transaction
+    is open during a model or tool call."""
 
     def __init__(
         self,

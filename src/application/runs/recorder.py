@@ -302,17 +302,25 @@ class RunRecorder:
         if waits:
             run.require_action(pending, now, questions)
         message = self._next_message(state, MessageRole.TOOL, content) if content else None
-        storing = self._store_results(state, results.completed, message, requires_action=waits)
         if not waits:
-            state.storing = asyncio.ensure_future(storing)
+            state.storing = asyncio.ensure_future(self._store_beside_model_call(state, results.completed, message))
             if message is not None:
                 self._appended(state, message)
             return StepOutcome.CONTINUE
-        recorded = await storing
+        recorded = await self._store_results(state, results.completed, message, requires_action=True)
         if message is not None:
             self._appended(state, message)
         await state.events.publish(*recorded)
         return StepOutcome.WAIT_FOR_CLIENT
+
+    async def _store_beside_model_call(
+        self, state: RunState, completed: list[RunEvent], message: Message | None
+    ) -> list[RunEvent]:
+        """The results stored once the next model call has built its request and begun to send it: this task is
+        created first, and yields once so that the model call's task (created next) goes first (else this one
+        builds and sends its statement first, and the model's answer comes later by as much)."""
+        await asyncio.sleep(0)
+        return await self._store_results(state, completed, message, requires_action=False)
 
     async def _store_results(
         self, state: RunState, completed: list[RunEvent], message: Message | None, *, requires_action: bool
