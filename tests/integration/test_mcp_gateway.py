@@ -127,6 +127,18 @@ async def test_catalogs_are_cached(gateway: SdkMcpGateway) -> None:
         assert server.list_tools_requests == 4  # served from the cache
 
 
+async def test_a_known_catalog_is_given_whole_without_asking_the_server_or_waiting(gateway: SdkMcpGateway) -> None:
+    async with FakeMcpServer(page_size=2, list_ttl_ms=300_000) as server:
+        target = http_target(server.url)
+        first = await gateway.catalog(target)
+        assert len(first.tools) == 8 and server.list_tools_requests == 4
+        asked = dict(server.methods)
+        again = gateway.catalog(target)
+        with pytest.raises(StopIteration) as given:  # done in one step: nothing awaited (a run's tools are so)
+            again.send(None)
+        assert given.value.value == first and dict(server.methods) == asked
+
+
 async def test_a_cached_catalog_is_dropped_when_the_server_announces_a_change(gateway: SdkMcpGateway) -> None:
     async with FakeMcpServer(page_size=2, list_ttl_ms=300_000) as server:
         target = http_target(server.url)

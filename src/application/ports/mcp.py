@@ -70,6 +70,16 @@ class McpPromptInfo:
 
 
 @dataclass(frozen=True, kw_only=True)
+class McpCatalog:
+    """What a server offers: its tools, prompts, resources and resource templates."""
+
+    tools: Sequence[McpToolInfo] = ()
+    prompts: Sequence[McpPromptInfo] = ()
+    resources: Sequence[McpResourceInfo] = ()
+    templates: Sequence[McpResourceTemplateInfo] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class McpServerInfo:
     name: str | None
     version: str | None
@@ -176,6 +186,11 @@ class McpGateway(Protocol):
     async def list_resources(self, target: McpTarget) -> Sequence[McpResourceInfo]: ...
     async def list_resource_templates(self, target: McpTarget) -> Sequence[McpResourceTemplateInfo]: ...
     async def list_prompts(self, target: McpTarget) -> Sequence[McpPromptInfo]: ...
+    async def catalog(self, target: McpTarget) -> McpCatalog:
+        """The four lists above at once. Those known already are given without waiting for anything (a run's
+        tools are assembled so before each run), the others fetched side by side."""
+        ...
+
     async def call_tool(
         self, target: McpTarget, name: str, arguments: Mapping[str, Any], hooks: McpCallHooks = NO_HOOKS
     ) -> McpToolResult | McpInputRequired:

@@ -17,6 +17,7 @@ from application.ports.mcp import (
     NO_HOOKS,
     McpAnswer,
     McpCallHooks,
+    McpCatalog,
     McpInputRequired,
     McpPromptInfo,
     McpQuestion,
@@ -50,6 +51,8 @@ ASKING_READ_TIMEOUT = 86_400.0
 """The SDK's bound on a call that may ask the user (the gateway bounds the server's own time itself)."""
 STATE_ONLY_ROUNDS = 6
 """How many times a tool call is made again when the server answers it with state only (no question)."""
+_CATALOG_KINDS = ("tools", "prompts", "resources", "resource_templates")
+"""The kinds of a server's catalog, as they are cached (see `_catalog`), in McpCatalog's order."""
 
 
 async def _all_pages(fetch: Callable[[str | None], Awaitable[Any]], items: str) -> tuple[list[Any], float | None]:
@@ -172,6 +175,19 @@ class SdkMcpGateway:
         return items
 
     # -- the port ------------------------------------------------------------------------------
+
+    async def catalog(self, target: McpTarget) -> McpCatalog:
+        known = [self._cache.get(target.integration_id, kind, target.version) for kind in _CATALOG_KINDS]
+        if all(found is not None for found in known):  # no task, and no turn of the event loop, to wait for
+            tools, prompts, resources, templates = (list(found or ()) for found in known)
+        else:
+            tools, prompts, resources, templates = await asyncio.gather(
+                self.list_tools(target),
+                self.list_prompts(target),
+                self.list_resources(target),
+                self.list_resource_templates(target),
+            )
+        return McpCatalog(tools=tools, prompts=prompts, resources=resources, templates=templates)
 
     async def list_tools(self, target: McpTarget) -> Sequence[McpToolInfo]:
         async def fetch(client: Client) -> tuple[list[Any], float | None]:

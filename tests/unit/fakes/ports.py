@@ -15,6 +15,7 @@ from application.ports.llm import ModelRequest, ModelResponse, ModelToolCall, Te
 from application.ports.mcp import (
     NO_HOOKS,
     McpCallHooks,
+    McpCatalog,
     McpInputRequired,
     McpPromptInfo,
     McpResourceContent,
@@ -411,6 +412,14 @@ class FakeGateway:
     async def list_prompts(self, target: McpTarget) -> Sequence[McpPromptInfo]:
         self._use(target, "list_prompts")
         return self.prompts
+
+    async def catalog(self, target: McpTarget) -> McpCatalog:
+        return McpCatalog(
+            tools=await self.list_tools(target),
+            prompts=await self.list_prompts(target),
+            resources=await self.list_resources(target),
+            templates=await self.list_resource_templates(target),
+        )
 
     async def call_tool(
         self, target: McpTarget, name: str, arguments: Mapping[str, Any], hooks: McpCallHooks = NO_HOOKS

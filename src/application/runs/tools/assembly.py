@@ -332,26 +332,28 @@ class ToolAssembler:
             warnings.append(f"MCP integration {missing} no longer exists; it was skipped")
         for disabled in [i for i in integrations if not i.enabled]:
             warnings.append(f"MCP integration '{disabled.slug}' is disabled; its tools are not offered")
-        return list(await asyncio.gather(*(self._discover(i) for i in integrations if i.enabled)))
+        enabled = [i for i in integrations if i.enabled]
+        if len(enabled) == 1:  # no task to wait for (its catalog is usually known: see McpGateway.catalog)
+            return [await self._discover(enabled[0])]
+        return list(await asyncio.gather(*(self._discover(i) for i in enabled)))
 
     async def _discover(self, integration: McpIntegration) -> _Discovered:
         target = target_of(integration, self._secrets)
         try:
-            tools, prompts, resources, templates = await asyncio.gather(
-                self._gateway.list_tools(target),
-                self._gateway.list_prompts(target),
-                self._gateway.list_resources(target),
-                self._gateway.list_resource_templates(target),
-            )
+            catalog = await self._gateway.catalog(target)
         except McpError as error:
             logger.warning(
                 "MCP integration discovery failed",
                 extra={"integration_id": str(integration.id), "error": error.detail},
             )
             return _Discovered(integration=integration, error=error.detail)
-        allowed = [t for t in tools if integration.tool_filter.allows(t.name)]
+        allowed = [t for t in catalog.tools if integration.tool_filter.allows(t.name)]
         return _Discovered(
-            integration=integration, tools=allowed, prompts=prompts, resources=resources, templates=templates
+            integration=integration,
+            tools=allowed,
+            prompts=catalog.prompts,
+            resources=catalog.resources,
+            templates=catalog.templates,
         )
 
     def _native(self, ref: ToolRef, warnings: list[str]) -> Tool | None:
