@@ -184,9 +184,13 @@ _SAVE_UNLESS_CANCEL = Prepared(
     update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease"), runs.c.cancel_requested == false())
 )
 _HOLD = Prepared(select(runs.c.lease, runs.c.cancel_requested).where(*_WHERE))
-_ACTIVE_IN_THREAD = (
+_ACTIVE_IN_THREAD = Prepared(  # read as a run is created: the statuses compared one by one (an IN would expand)
     select(runs)
-    .where(runs.c.org_id == bindparam("p_org"), runs.c.thread_id == bindparam("p_thread"), runs.c.status.in_(_ACTIVE))
+    .where(
+        runs.c.org_id == bindparam("p_org"),
+        runs.c.thread_id == bindparam("p_thread"),
+        or_(*(runs.c.status == status for status in _ACTIVE)),
+    )
     .limit(1)
 )
 _EVENT_INSERT = Prepared(insert(run_events))
@@ -273,7 +277,7 @@ class SqlRunRepository:
         return [_to_entity(row) for row in await self._conn.execute(query)]
 
     async def active_in_thread(self, org_id: OrgId, thread_id: ThreadId) -> Run | None:
-        row = (await self._conn.execute(_ACTIVE_IN_THREAD, {"p_org": org_id, "p_thread": thread_id})).first()
+        row = (await self._conn.run(_ACTIVE_IN_THREAD, {"p_org": org_id, "p_thread": thread_id})).first()
         return _to_entity(row) if row else None
 
     async def unfinished(self, limit: int, after: RunId | None = None) -> Sequence[Run]:
