@@ -7,9 +7,6 @@ import io
 import logging
 from collections.abc import Callable
 
-from pypdf import PdfReader
-from pypdf.errors import PyPdfError
-
 from application.errors import UnreadableSource, UnsupportedSourceType
 from application.ports.documents import Document
 from domain.errors import InvalidValue
@@ -115,6 +112,10 @@ def _html(content: bytes) -> Document:
 
 
 def _pdf(content: bytes) -> Document:
+    """(pypdf is imported by the first PDF read: 7 MB of a server's memory that most never need.)"""
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
     try:
         reader = PdfReader(io.BytesIO(content))
         if reader.is_encrypted:
