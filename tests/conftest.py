@@ -15,7 +15,8 @@ from fastapi import FastAPI
 from application.ports.persistence import UnitOfWork
 from application.use_cases.organizations import CreateOrganizationCommand
 from infrastructure.container import Container
-from infrastructure.execution.job_queue import QUEUE, work
+from infrastructure.execution.job_queue import work
+from infrastructure.execution.run_queue import QUEUE
 from infrastructure.http.app import create_app
 from infrastructure.persistence import migrations
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork

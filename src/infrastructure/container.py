@@ -101,7 +101,6 @@ from domain.tools import ToolType
 from infrastructure import resources
 from infrastructure.documents.fetcher import HttpFileFetcher
 from infrastructure.documents.reader import FileDocumentReader
-from infrastructure.execution.job_queue import WorkerRuns
 from infrastructure.limits.admission import RunAdmission
 from infrastructure.limits.org_limits import OrgLimits
 from infrastructure.limits.rate_limits import OrgRunRateLimit, windows_for
@@ -431,7 +430,7 @@ class Container(containers.DeclarativeContainer):
         resources.run_executor, settings, metered_execute_run.provider, org_limits=org_limits
     )
     worker_runs = providers.Singleton(
-        WorkerRuns,
+        resources.worker_runs,
         providers.Callable(resources.executing, metered_execute_run.provider),
         providers.Singleton(RunAdmission, database, default_limit=settings.provided.org_max_concurrent_runs),
     )

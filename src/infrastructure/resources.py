@@ -3,10 +3,14 @@
 Each resource is built on first use (a CLI command builds only what it uses) and closed by
 `close_resources`: first the background ones, whose work still uses the others (runs in flight,
 the prompt directory watch), then the rest.
+
+What only PostgreSQL uses (psycopg's listeners, procrastinate's queue) is imported where it is opened: a server on
+SQLite runs without those modules (12 MB of its memory), one on PostgreSQL without procrastinate unless it is in
+worker mode.
 """
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from dependency_injector import containers, providers
 from sqlalchemy.engine import make_url
@@ -20,14 +24,11 @@ from application.retrieval import EmbedPassages
 from application.runs.execute_run import RunExecution
 from application.runs.recorder import Began
 from domain.ids import OrgId, RunId
-from infrastructure.execution import job_queue
 from infrastructure.execution.event_bus import InMemoryRunEventBus
 from infrastructure.execution.in_process import InProcessRunExecutor
-from infrastructure.execution.job_queue import QueueRunExecutor
 from infrastructure.execution.local_catalog_changes import LocalCatalogChanges
 from infrastructure.execution.passage_indexer import PassageIndexer
-from infrastructure.execution.pg_catalog_changes import CatalogChangeListener
-from infrastructure.execution.pg_event_bus import PostgresRunEventBus
+from infrastructure.limits.admission import RunAdmission
 from infrastructure.limits.org_limits import OrgLimits
 from infrastructure.llm import ModelRouter, language_model
 from infrastructure.llm.openai_embeddings import OpenAiEmbeddings
@@ -37,11 +38,13 @@ from infrastructure.mcp_server.server import PublishingServer
 from infrastructure.metrics import MeteredMcpGateway, Metrics
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.run_holders import holding_runs
-from infrastructure.security.key_revocations import KeyRevocationListener
 from infrastructure.security.verified_keys import VerifiedKeyCache
 from infrastructure.settings import Executor, Settings
 from infrastructure.template_files.registry import TemplateFileRegistry
 from infrastructure.tracing import LangfuseTracer, NoopTracer
+
+if TYPE_CHECKING:
+    from infrastructure.execution.job_queue import Execute, WorkerRuns
 
 
 class Background(providers.Resource[Any]):
@@ -155,7 +158,7 @@ async def mcp_gateway(metrics: Metrics, loaded: LoadedIntegrations, **settings: 
         await gateway.close()
 
 
-def executing(runs: Callable[[], RunExecution]) -> job_queue.Execute:
+def executing(runs: Callable[[], RunExecution]) -> "Execute":
     async def execute(
         org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False, began: object = None
     ) -> object:
@@ -164,6 +167,13 @@ def executing(runs: Callable[[], RunExecution]) -> job_queue.Execute:
         return await runs().execute(org_id, run_id, hand_back_on_outage=hand_back_on_outage, began=started)
 
     return execute
+
+
+def worker_runs(execute: "Execute", admission: RunAdmission) -> "WorkerRuns":
+    """What a worker executes its jobs' runs with (worker mode)."""
+    from infrastructure.execution.job_queue import WorkerRuns
+
+    return WorkerRuns(execute, admission)
 
 
 def org_concurrency(limits: OrgLimits) -> Callable[[OrgId], Awaitable[int]]:
@@ -181,10 +191,12 @@ async def run_executor(
 ) -> AsyncIterator[RunExecutor]:
     """In worker mode, the job queue (a worker process takes its jobs from the same object); else this process."""
     if settings.executor is Executor.QUEUE:
+        from infrastructure.execution import job_queue
+
         # The queue's own pool: a quarter of the process's connections (`database_pool_size`, twice with overflow).
         pool_size, lost_seconds = max(2, settings.database_pool_size // 2), settings.worker_lost_seconds
         async with job_queue.opened(settings.database_url, pool_size, lost_seconds) as app:
-            yield QueueRunExecutor(app, lost_seconds)
+            yield job_queue.QueueRunExecutor(app, lost_seconds)
         return
     async with holding_runs(settings.database_url):  # other processes leave this one's runs alone
         executor = InProcessRunExecutor(
@@ -205,6 +217,8 @@ async def run_event_bus(settings: Settings, listening: bool = True) -> AsyncIter
     if settings.executor is not Executor.QUEUE:
         yield InMemoryRunEventBus()
         return
+    from infrastructure.execution.pg_event_bus import PostgresRunEventBus
+
     bus = PostgresRunEventBus(settings.database_url, listening=listening)
     await bus.start()
     try:
@@ -225,6 +239,8 @@ async def catalog_changes(
         finally:
             await local.close()
         return
+    from infrastructure.execution.pg_catalog_changes import CatalogChangeListener
+
     listener = CatalogChangeListener(
         settings.database_url,
         forget=gateway.forget,
@@ -251,6 +267,8 @@ async def key_revocations(settings: Settings, keys: VerifiedKeyCache) -> AsyncIt
         finally:
             keys.distrust()
         return
+    from infrastructure.security.key_revocation_listener import KeyRevocationListener
+
     listener = KeyRevocationListener(settings.database_url, keys)
     await listener.start()
     try:

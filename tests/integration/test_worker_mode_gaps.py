@@ -24,7 +24,7 @@ from domain.ids import MessageId, OrgId, RunId
 from domain.run_events import MessageDelta, RunEvent, RunInProgress
 from domain.runs import Run, RunStatus
 from infrastructure.container import Container
-from infrastructure.execution import job_queue
+from infrastructure.execution import job_queue, run_queue
 from infrastructure.execution.pg_event_bus import PostgresRunEventBus, libpq_dsn
 from infrastructure.limits.admission import RunAdmission
 from infrastructure.persistence.engine import Database
@@ -52,7 +52,7 @@ async def test_a_run_taken_over_from_a_lost_worker_refuses_that_workers_late_wri
         await uow.commit()
     async with job_queue.opened(settings.database_url, 2, 4) as app:
         # Its job, as a worker that stopped sending heartbeats left it (scheduled late: no live worker takes it).
-        job = app.configure_task(job_queue.TASK, lock=str(run.id), queueing_lock=str(run.id), schedule_in={"hours": 1})
+        job = app.configure_task(run_queue.TASK, lock=str(run.id), queueing_lock=str(run.id), schedule_in={"hours": 1})
         job_id = await job.defer_async(org_id=str(run.org_id), run_id=str(run.id))
         await app.connector.execute_query_async(
             "UPDATE procrastinate_jobs SET status = 'doing' WHERE id = %(id)s", id=job_id
@@ -60,7 +60,7 @@ async def test_a_run_taken_over_from_a_lost_worker_refuses_that_workers_late_wri
         context: Any = SimpleNamespace(app=app, additional_context={job_queue.LOST_SECONDS: 4})
         await job_queue._take_over_lost_runs(context, 0)
         # The lost worker, back, finishes its job as its run stopped (LeaseLost): that leaves the run's new job be.
-        lost = Job(id=job_id, queue=job_queue.QUEUE, lock=str(run.id), queueing_lock=None, task_name=job_queue.TASK)
+        lost = Job(id=job_id, queue=run_queue.QUEUE, lock=str(run.id), queueing_lock=None, task_name=run_queue.TASK)
         with pytest.raises(ConnectorException):
             await app.job_manager.finish_job(lost, status=Status.SUCCEEDED, delete_job=True)
         jobs = await app.connector.execute_query_all_async(
@@ -160,7 +160,7 @@ async def test_a_run_whose_cancel_cannot_be_stored_gets_a_job_of_its_own_again(
             raise StorageUnavailable("the database is unavailable; try again shortly") from None
 
     async with job_queue.opened(settings.database_url, 2, 4) as app:
-        job = Job(id=1, queue=job_queue.QUEUE, lock=str(run.id), queueing_lock=str(run.id), task_name=job_queue.TASK)
+        job = Job(id=1, queue=run_queue.QUEUE, lock=str(run.id), queueing_lock=str(run.id), task_name=run_queue.TASK)
         context: Any = SimpleNamespace(app=app, job=job, abort_reason=lambda: AbortReason.USER_REQUEST)
         executing = asyncio.create_task(job_queue.WorkerRuns(execute).execute(context, run.org_id, run.id))
         await started.wait()
@@ -230,8 +230,8 @@ async def test_a_run_is_stored_queued_only_with_its_job_for_the_workers(
     run_id = str(kept.run.id)
     assert jobs == [
         {
-            "task_name": job_queue.TASK,
-            "queue_name": job_queue.QUEUE,
+            "task_name": run_queue.TASK,
+            "queue_name": run_queue.QUEUE,
             "lock": run_id,
             "queueing_lock": run_id,
             "args": {"org_id": str(org_id), "run_id": run_id},
@@ -277,7 +277,7 @@ async def test_a_runs_job_that_succeeded_is_deleted_as_it_ends_and_one_that_fail
 
     async with job_queue.opened(settings.database_url, 2, 4) as app:
         for run_id in (done, broken):
-            task = app.configure_task(job_queue.TASK, queue=queue, lock=run_id, queueing_lock=run_id)
+            task = app.configure_task(run_queue.TASK, queue=queue, lock=run_id, queueing_lock=run_id)
             await task.defer_async(org_id=org_id, run_id=run_id)
         await job_queue.work(
             job_queue.QueueRunExecutor(app, 4),
@@ -305,7 +305,7 @@ async def test_jobs_that_ended_long_ago_are_deleted_by_a_periodic_task(settings:
     async with job_queue.opened(settings.database_url, 2, 4) as app:
         for lock in (old, recent):
             # Due in an hour: no worker takes it meanwhile; then failed, as a worker would have left it.
-            task = app.configure_task(job_queue.TASK, lock=lock, queueing_lock=lock, schedule_in={"hours": 1})
+            task = app.configure_task(run_queue.TASK, lock=lock, queueing_lock=lock, schedule_in={"hours": 1})
             job_id = await task.defer_async(org_id=str(uuid.uuid4()), run_id=lock)
             await app.connector.execute_query_async(
                 "UPDATE procrastinate_jobs SET status = 'failed' WHERE id = %(id)s", id=job_id
@@ -365,9 +365,9 @@ async def test_a_run_is_admitted_while_its_organization_has_a_free_slot_and_olde
             )
             if run is not oldest:  # refused before, waiting in the queue for a slot (due later, unless woken)
                 task = app.configure_task(
-                    job_queue.TASK, queue=queue, lock=str(run.id), queueing_lock=str(run.id), schedule_in={"hours": 1}
+                    run_queue.TASK, queue=queue, lock=str(run.id), queueing_lock=str(run.id), schedule_in={"hours": 1}
                 )
-                await task.defer_async(**job_queue.run_job_args(org_id, run.id))
+                await task.defer_async(**run_queue.run_job_args(org_id, run.id))
 
         async def due(run: Run) -> bool:
             [row] = await app.connector.execute_query_all_async(

@@ -17,7 +17,7 @@ from application.ports.execution import INTERRUPTED
 from domain.ids import OrgId, RunId
 from domain.runs import RunStatus
 from infrastructure.container import Container
-from infrastructure.execution import job_queue
+from infrastructure.execution import job_queue, run_queue
 from infrastructure.execution.in_process import InProcessRunExecutor
 from infrastructure.limits.admission import Admission, RunAdmission
 from infrastructure.settings import Settings
@@ -47,8 +47,8 @@ async def test_a_run_whose_worker_finds_no_database_connection_stays_queued_and_
     with pytest.raises(job_queue.NotStarted) as raised:
         await runs.execute(context, run.org_id, run.id)
 
-    job = Job(id=1, queue=job_queue.QUEUE, lock=str(run.id), queueing_lock=str(run.id), task_name=job_queue.TASK)
-    retry = app.tasks[job_queue.TASK].get_retry_exception(exception=raised.value, job=job)
+    job = Job(id=1, queue=run_queue.QUEUE, lock=str(run.id), queueing_lock=str(run.id), task_name=run_queue.TASK)
+    retry = app.tasks[run_queue.TASK].get_retry_exception(exception=raised.value, job=job)
     assert retry is not None, "the job ends, and its run would stay queued for ever"
     retry_at = retry.retry_decision.retry_at
     assert retry_at is not None
@@ -60,8 +60,8 @@ async def test_a_run_whose_worker_finds_no_database_connection_stays_queued_and_
 
 async def test_a_job_handed_back_is_taken_again_at_once_and_a_failing_one_ends(settings: Settings) -> None:
     app = job_queue.job_queue(settings.database_url, 2)
-    job = Job(id=1, queue=job_queue.QUEUE, lock="run", queueing_lock="run", task_name=job_queue.TASK)
-    task = app.tasks[job_queue.TASK]
+    job = Job(id=1, queue=run_queue.QUEUE, lock="run", queueing_lock="run", task_name=run_queue.TASK)
+    task = app.tasks[run_queue.TASK]
     handed_back = task.get_retry_exception(exception=job_queue.HandedBack("run"), job=job)
     assert handed_back is not None and handed_back.retry_decision.retry_at is not None
     assert handed_back.retry_decision.retry_at <= datetime.now(UTC)
@@ -98,7 +98,7 @@ async def test_a_run_that_cannot_be_stored_mid_way_pauses_and_its_job_is_tried_a
 
     runs = job_queue.WorkerRuns(execute)
     for attempts in (0, job_queue.OUTAGE_TRIES - 2, job_queue.OUTAGE_TRIES - 1):
-        job = Job(id=1, queue=job_queue.QUEUE, lock="run", queueing_lock="run", task_name=job_queue.TASK)
+        job = Job(id=1, queue=run_queue.QUEUE, lock="run", queueing_lock="run", task_name=run_queue.TASK)
         context: Any = SimpleNamespace(job=job.evolve(attempts=attempts))
         with pytest.raises(job_queue.NotStarted):
             await runs.execute(context, OrgId(uuid.uuid4()), RunId(uuid.uuid4()))

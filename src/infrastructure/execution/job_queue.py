@@ -33,13 +33,12 @@ from application.ports.execution import HANDED_BACK
 from application.request_context import current_request_id
 from domain.ids import OrgId, RunId
 from infrastructure.execution.pg_event_bus import libpq_dsn
+from infrastructure.execution.run_queue import QUEUE, TASK, run_job_args, run_job_locks
 from infrastructure.limits.admission import RunAdmission
 from infrastructure.logging import current_run
 
 logger = logging.getLogger(__name__)
 
-QUEUE = "runs"
-TASK = "execute_run"
 RECOVER = "take_over_lost_runs"
 CLEAN_UP = "remove_finished_jobs"
 RUNS = "threadline_runs"
@@ -100,17 +99,6 @@ async def _autocommit(connection: psycopg.AsyncConnection[Any]) -> None:
     """(As the pool opens a connection; a connection given as `kwargs` would clash with the listening connection's,
     which procrastinate opens with the pool's `kwargs` and autocommit=True.)"""
     await connection.set_autocommit(True)
-
-
-def run_job_locks(run_id: RunId) -> dict[str, str]:
-    """A run's job has the run as its lock (one worker at a time executes it) and its queueing lock (it waits in
-    the queue once)."""
-    return {"lock": str(run_id), "queueing_lock": str(run_id)}
-
-
-def run_job_args(org_id: OrgId, run_id: RunId) -> dict[str, str]:
-    """What a run's job is called with (see _execute_run_job)."""
-    return {"org_id": str(org_id), "run_id": str(run_id)}
 
 
 async def _execute_run_job(context: JobContext, org_id: str, run_id: str) -> None:

@@ -5,7 +5,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
 from infrastructure.container import Container
-from infrastructure.execution.job_queue import QueueRunExecutor
+from infrastructure.execution.run_queue import QueueHealth
 from infrastructure.http.errors import error_response
 from infrastructure.http.openapi import ApiRoute, errors
 from infrastructure.persistence.readiness import DatabaseReadiness
@@ -32,7 +32,7 @@ async def readyz(
     problem = await readiness.problem()
     if problem is not None:
         return error_response(503, "NotReady", problem)
-    if isinstance(executor, QueueRunExecutor):
+    if isinstance(executor, QueueHealth):
         queue = await executor.health()
         if queue is None:
             return error_response(503, "NotReady", "the job queue cannot be reached")

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from infrastructure.container import Container
-from infrastructure.execution.job_queue import QueueRunExecutor
+from infrastructure.execution.run_queue import QueueHealth
 from infrastructure.http.bearer import bearer_token
 from infrastructure.http.errors import CHALLENGE, error_response
 from infrastructure.metrics import CONTENT_TYPE, Metrics
@@ -34,7 +34,7 @@ async def metrics(
         return error_response(
             401, "NotAuthenticated", "the metrics need the operator's token", {"WWW-Authenticate": CHALLENGE}
         )
-    if isinstance(executor, QueueRunExecutor):
+    if isinstance(executor, QueueHealth):
         queue = await executor.health()
         if queue is not None:
             registry.queued_runs.set(queue["queued_runs"])

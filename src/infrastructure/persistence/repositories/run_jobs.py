@@ -5,7 +5,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, Text, text
 from sqlalchemy.dialects.postgresql import JSONB, insert
 
 from domain.ids import OrgId, RunId
-from infrastructure.execution.job_queue import QUEUE, TASK, run_job_args, run_job_locks
+from infrastructure.execution.run_queue import QUEUE, TASK, run_job_args, run_job_locks
 from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.prepared import Prepared
 
