@@ -5,7 +5,7 @@ Each resource is built on first use (a CLI command builds only what it uses) and
 the prompt directory watch), then the rest.
 
 What only PostgreSQL uses (psycopg's listeners, procrastinate's queue) is imported where it is opened: a server on
-SQLite runs without those modules (12 MB of its memory), one on PostgreSQL without procrastinate unless it is in
+SQLite runs without those modules (9 MB of its memory), one on PostgreSQL without procrastinate unless it is in
 worker mode.
 """
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from prometheus_client import start_http_server
 
-from infrastructure.execution.job_queue import QueueRunExecutor
+from infrastructure.execution.run_queue import QueueHealth
 from infrastructure.metrics import Metrics
 from infrastructure.settings import Settings
 
@@ -34,7 +34,7 @@ async def worker_metrics(metrics: Metrics, executor: object, settings: Settings)
 
 
 async def _read_queue(metrics: Metrics, executor: object) -> None:
-    if not isinstance(executor, QueueRunExecutor):
+    if not isinstance(executor, QueueHealth):
         return
     while True:
         queue = await executor.health()
