@@ -47,6 +47,8 @@ class ReceivedSpan:
     status_message: str
     scope: str
     resource: Mapping[str, Any]
+    started_ns: int
+    ended_ns: int
 
     def json_attribute(self, key: str) -> Any:
         """Langfuse sends input, output, usage, parameters and metadata values JSON-encoded."""
@@ -250,6 +252,8 @@ def _decode(request: ExportTraceServiceRequest) -> list[ReceivedSpan]:
                         status_message=span.status.message,
                         scope=scope_spans.scope.name,
                         resource=resource,
+                        started_ns=span.start_time_unix_nano,
+                        ended_ns=span.end_time_unix_nano,
                     )
                 )
     return spans

@@ -4,6 +4,7 @@ import asyncio
 import base64
 import logging
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
@@ -104,6 +105,52 @@ async def test_a_run_is_one_trace_with_its_model_and_tool_calls_under_the_root(
         assert observed.json_attribute("langfuse.trace.metadata.agent_id") == "agent-1"
         assert observed.json_attribute("langfuse.trace.metadata.run_id") == "run-1"
         assert observed.json_attribute("langfuse.trace.metadata.channel") == "api"
+
+
+async def test_each_observation_has_the_times_its_operation_began_and_ended(
+    receiver: OtlpReceiver, make_tracer: MakeTracer
+) -> None:
+    """The SDK gets a run's observations once the event loop is free, not as they happen: their times must
+    still be those of the run."""
+    tracer = make_tracer(receiver.base_url)
+
+    times = [time.time_ns()]
+    run = start(tracer)
+    times.append(time.time_ns())
+    generation = run.generation("llm", model="m", model_parameters={}, input="hi")
+    times.append(time.time_ns())
+    generation.end(output="hello")
+    times.append(time.time_ns())
+    await asyncio.sleep(0)  # the loop runs what it put off: the root and the generation reach the SDK
+    span = run.span("tool")
+    times.append(time.time_ns())
+    span.end()
+    times.append(time.time_ns())
+    run.end()
+    times.append(time.time_ns())
+    await tracer.flush()
+
+    await receiver.wait_for_spans(3)
+    root, llm, tool = receiver.span("run"), receiver.span("llm"), receiver.span("tool")
+    assert times[0] <= root.started_ns <= times[1] <= llm.started_ns <= times[2]
+    assert times[2] <= llm.ended_ns <= times[3] <= tool.started_ns <= times[4]
+    assert times[4] <= tool.ended_ns <= times[5] <= root.ended_ns <= times[6]
+
+
+async def test_tracing_switched_off_in_the_sdk_records_nothing_and_shows_no_trace_id(
+    receiver: OtlpReceiver, make_tracer: MakeTracer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LANGFUSE_TRACING_ENABLED", "false")
+    tracer = make_tracer(receiver.base_url)
+
+    run = start(tracer)
+    run.span("tool").end()
+    run.end()
+    await tracer.flush()
+    await tracer.shutdown()
+
+    assert run.trace_id is None
+    assert receiver.requests == []
 
 
 async def test_a_generation_carries_model_parameters_and_usage(receiver: OtlpReceiver, make_tracer: MakeTracer) -> None:

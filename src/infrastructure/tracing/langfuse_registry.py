@@ -6,13 +6,15 @@ both: to warn when a new client silently got an older client's exporter, and to 
 shut down so that the next client with the same key starts afresh.
 
 Checked against langfuse 5.0.4 (pyproject.toml pins `langfuse>=5.0.4,<5.1`). The private names used:
-`Langfuse._resources` (the client's state or None), `LangfuseResourceManager.tracer_provider`,
+`Langfuse._resources` (the client's state or None), `Langfuse._otel_tracer` (the OpenTelemetry tracer its
+observations start in, a no-op one when tracing is off), `LangfuseResourceManager.tracer_provider`,
 `LangfuseResourceManager._instances` (public key -> state) and `LangfuseResourceManager._lock`.
 tests/integration/test_langfuse_registry.py fails when an installed langfuse no longer has them.
 """
 
 from langfuse import Langfuse
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Tracer
 
 
 class LangfuseRegistry:
@@ -23,6 +25,12 @@ class LangfuseRegistry:
         """The provider the client's spans go through: another client's when this key was taken before."""
         resources = client._resources
         return resources.tracer_provider if resources is not None else None
+
+    @staticmethod
+    def otel_tracer(client: Langfuse) -> Tracer:
+        """The tracer the client starts observations in (the SDK's `start_observation` takes no start time, so
+        the tracer opens spans with theirs itself, then wraps them in the SDK's observation classes)."""
+        return client._otel_tracer
 
     @staticmethod
     def forget(client: Langfuse, public_key: str) -> None:
