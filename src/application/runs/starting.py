@@ -7,6 +7,7 @@ that creates it (stored in_progress, with what its execution reads) and executes
 per run. Otherwise it is stored queued and submitted (in worker mode, its job is queued in the transaction that
 stores it), and its execution starts it when its turn comes."""
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 from application.errors import IdempotencyConflict, IdempotencyKeyReused
@@ -64,6 +65,9 @@ class RunStarter:
                     slot.start(run.id, queued.began)
                     started = True
             if started:
+                # The run's task goes first, to its first model call: this request's answer is written while the
+                # model thinks, and the run waits for none of it.
+                await asyncio.sleep(0)
                 return run, True
         finally:
             if slot is not None and not started:
