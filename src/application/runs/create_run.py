@@ -75,9 +75,10 @@ class CreateRun:
     async def _queue(self, command: CreateRunCommand, digest: str | None, start_on: RunEventBus | None) -> Queued | Run:
         org_id = command.caller.org_id
         async with self._uow as uow:
-            thread = await uow.threads.get(org_id, command.thread_id, for_update=True)
-            if thread is None:
+            found = await uow.threads.get_to_run(org_id, command.thread_id, command.agent_id)
+            if found is None:
                 raise ThreadNotFound(f"thread {command.thread_id} not found")
+            thread = found.thread
             if command.idempotency_key is not None:
                 # Concurrent requests with one key queue behind the thread's lock: the first one's run is
                 # visible now, and is the answer (not a busy thread).
@@ -87,11 +88,11 @@ class CreateRun:
             agent_id = command.agent_id or thread.agent_id
             if agent_id is None:
                 raise InvalidReference("the thread has no agent: give agent_id")
-            agent = await uow.agents.get(org_id, agent_id)
+            agent = found.agent
             if agent is None:
                 raise InvalidReference(f"agent {agent_id} not found")
             await check_client_tools(uow, agent, command.client_tools)
-            active = await uow.runs.active_in_thread(org_id, thread.id)
+            active = found.active_run
             if active is not None:
                 raise ThreadBusy(f"the thread already has a {active.status.value} run ({active.id})")
             queued = await queue_run(

@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from application.errors import CancelRequested, IdempotencyConflict, LeaseLost, SlugTaken, StorageUnavailable
 from application.ports.persistence import (
+    ActiveRun,
     AgentRepository,
     ApiKeyRepository,
     ArgumentValueRepository,
@@ -39,6 +40,7 @@ from application.ports.persistence import (
     SourceSummary,
     ThreadRepository,
     ThreadSummaryRepository,
+    ThreadToRun,
     UsageGrouping,
     UsageLine,
     UsageRepository,
@@ -222,8 +224,14 @@ class FakeAgents:
 
 
 class FakeThreads:
-    def __init__(self, table: Table[ThreadId, Thread], messages: Table[MessageId, Message]) -> None:
-        self.table, self._messages = table, messages
+    def __init__(
+        self,
+        table: Table[ThreadId, Thread],
+        messages: Table[MessageId, Message],
+        agents: Table[AgentId, Agent],
+        runs: Table[RunId, Run],
+    ) -> None:
+        self.table, self._messages, self._agents, self._runs = table, messages, agents, runs
 
     async def add(self, thread: Thread) -> None:
         self.table.put(thread.id, thread)
@@ -231,6 +239,21 @@ class FakeThreads:
     async def get(self, org_id: OrgId, thread_id: ThreadId, *, for_update: bool = False) -> Thread | None:
         thread = self.table.get(thread_id)
         return thread if thread is not None and thread.org_id == org_id else None
+
+    async def get_to_run(self, org_id: OrgId, thread_id: ThreadId, agent_id: AgentId | None) -> ThreadToRun | None:
+        thread = await self.get(org_id, thread_id, for_update=True)
+        if thread is None:
+            return None
+        wanted = agent_id or thread.agent_id
+        agent = self._agents.get(wanted) if wanted is not None else None
+        active = (RunStatus.QUEUED, RunStatus.IN_PROGRESS, RunStatus.REQUIRES_ACTION)
+        found = self._runs.where(lambda r: r.org_id == org_id and r.thread_id == thread_id and r.status in active)
+        run = next(iter(found), None)
+        return ThreadToRun(
+            thread=thread,
+            agent=agent if agent is not None and agent.org_id == org_id else None,
+            active_run=ActiveRun(run.id, run.status) if run is not None else None,
+        )
 
     async def list(
         self, org_id: OrgId, *, limit: int, after: ThreadId | None, agent_id: AgentId | None = None
@@ -690,7 +713,7 @@ class FakeUnitOfWork:
         self.api_keys: ApiKeyRepository = FakeApiKeys(self._table(s.api_keys))
         self.agents: AgentRepository = FakeAgents(self._table(s.agents))
         self.messages: MessageRepository = FakeMessages(messages)
-        self.threads: ThreadRepository = FakeThreads(threads, messages)
+        self.threads: ThreadRepository = FakeThreads(threads, messages, self._table(s.agents), self._table(s.runs))
         self.integrations: McpIntegrationRepository = FakeIntegrations(self._table(s.integrations))
         self.sources: SourceRepository = FakeSources(self._table(s.sources))
         self.passages: PassageRepository = FakePassages(self._table(s.passages))

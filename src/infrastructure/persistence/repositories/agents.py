@@ -16,7 +16,8 @@ from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.tables import agents
 
 
-def _to_entity(row: Any) -> Agent:
+def to_agent(row: Any) -> Agent:
+    """An agent of its row (any object with the agents table's columns as attributes)."""
     return Agent(
         id=AgentId(row.id),
         org_id=OrgId(row.org_id),
@@ -68,23 +69,23 @@ class SqlAgentRepository:
 
     async def get(self, org_id: OrgId, agent_id: AgentId) -> Agent | None:
         row = (await self._conn.run(_GET, {"p_org": org_id, "p_id": agent_id})).first()
-        return _to_entity(row) if row else None
+        return to_agent(row) if row else None
 
     async def get_by_slug(self, org_id: OrgId, slug: str) -> Agent | None:
         row = (await self._conn.execute(select(agents).where(agents.c.org_id == org_id, agents.c.slug == slug))).first()
-        return _to_entity(row) if row else None
+        return to_agent(row) if row else None
 
     async def published(self, org_id: OrgId) -> Sequence[Agent]:
         query = (
             select(agents).where(agents.c.org_id == org_id, agents.c.publish_as_mcp.is_(True)).order_by(agents.c.slug)
         )
-        return [_to_entity(row) for row in await self._conn.execute(query)]
+        return [to_agent(row) for row in await self._conn.execute(query)]
 
     async def list(self, org_id: OrgId, *, limit: int, after: AgentId | None) -> Sequence[Agent]:
         query = select(agents).where(agents.c.org_id == org_id).order_by(agents.c.id).limit(limit)
         if after is not None:
             query = query.where(agents.c.id > after)
-        return [_to_entity(row) for row in await self._conn.execute(query)]
+        return [to_agent(row) for row in await self._conn.execute(query)]
 
     async def existing_ids(self, org_id: OrgId, ids: Sequence[AgentId]) -> set[AgentId]:
         query = select(agents.c.id).where(agents.c.org_id == org_id, agents.c.id.in_(list(ids)))
@@ -93,11 +94,11 @@ class SqlAgentRepository:
     async def referencing_sub_agent(self, org_id: OrgId, agent_id: AgentId) -> Sequence[Agent]:
         # Sub-agent links are a short JSON list per agent; an organization has few agents.
         rows = await self._conn.execute(select(agents).where(agents.c.org_id == org_id, agents.c.id != agent_id))
-        return [a for a in map(_to_entity, rows) if agent_id in a.sub_agent_ids]
+        return [a for a in map(to_agent, rows) if agent_id in a.sub_agent_ids]
 
     async def using_integration(self, org_id: OrgId, integration_id: IntegrationId) -> Sequence[Agent]:
         rows = await self._conn.execute(select(agents).where(agents.c.org_id == org_id))
-        return [a for a in map(_to_entity, rows) if integration_id in a.mcp_integration_ids]
+        return [a for a in map(to_agent, rows) if integration_id in a.mcp_integration_ids]
 
     async def save(self, agent: Agent) -> None:
         query = update(agents).where(agents.c.org_id == agent.org_id, agents.c.id == agent.id).values(**_values(agent))

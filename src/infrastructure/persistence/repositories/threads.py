@@ -2,14 +2,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, update
 
-from domain.ids import AgentId, OrgId, ThreadId
+from application.ports.persistence import ActiveRun, ThreadToRun
+from domain.ids import AgentId, OrgId, RunId, ThreadId
+from domain.runs import RunStatus
 from domain.threads import Thread
 from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.prepared import Prepared
 from infrastructure.persistence.repositories._rows import utc_required
-from infrastructure.persistence.tables import threads
+from infrastructure.persistence.repositories.agents import to_agent
+from infrastructure.persistence.tables import agents, runs, threads
 
 
 def _to_entity(row: Any) -> Thread:
@@ -25,10 +28,52 @@ def _to_entity(row: Any) -> Thread:
     )
 
 
+class _Prefixed:
+    """A row's columns whose labels start with a prefix, by their names without it."""
+
+    __slots__ = ("_prefix", "_row")
+
+    def __init__(self, row: Any, prefix: str) -> None:
+        self._row, self._prefix = row, prefix
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._row, self._prefix + name)
+
+
 # The statements a run uses at every step: compiled once, sent straight to the driver (prepared.py).
 _WHERE = (threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_id"))
 _GET = Prepared(select(threads).where(*_WHERE))
 _GET_FOR_UPDATE = Prepared(select(threads).where(*_WHERE).with_for_update())
+_AGENT = "agent_"
+_ACTIVE_STATUSES = (RunStatus.QUEUED.value, RunStatus.IN_PROGRESS.value, RunStatus.REQUIRES_ACTION.value)
+_ACTIVE = (
+    select(runs.c.id, runs.c.status)
+    .where(
+        runs.c.org_id == threads.c.org_id,
+        runs.c.thread_id == threads.c.id,
+        or_(*(runs.c.status == status for status in _ACTIVE_STATUSES)),  # an IN would expand (prepared.py)
+    )
+    .limit(1)
+)
+_GET_TO_RUN = Prepared(
+    select(
+        threads,
+        *(column.label(_AGENT + column.name) for column in agents.c),
+        _ACTIVE.with_only_columns(runs.c.id).scalar_subquery().label("active_run_id"),
+        _ACTIVE.with_only_columns(runs.c.status).scalar_subquery().label("active_run_status"),
+    )
+    .select_from(
+        threads.outerjoin(
+            agents,
+            and_(
+                agents.c.org_id == threads.c.org_id,
+                agents.c.id == func.coalesce(bindparam("p_agent", type_=agents.c.id.type), threads.c.agent_id),
+            ),
+        )
+    )
+    .where(*_WHERE)
+    .with_for_update(of=threads)
+)
 _SAVE = Prepared(update(threads).where(*_WHERE))
 _COUNTED = Prepared(
     update(threads).where(*_WHERE).values(message_count=bindparam("p_count"), updated_at=bindparam("p_now"))
@@ -57,6 +102,18 @@ class SqlThreadRepository:
         query = _GET_FOR_UPDATE if for_update else _GET
         row = (await self._conn.run(query, {"p_org": org_id, "p_id": thread_id})).first()
         return _to_entity(row) if row else None
+
+    async def get_to_run(self, org_id: OrgId, thread_id: ThreadId, agent_id: AgentId | None) -> ThreadToRun | None:
+        parameters = {"p_org": org_id, "p_id": thread_id, "p_agent": agent_id}
+        row = (await self._conn.run(_GET_TO_RUN, parameters)).first()
+        if row is None:
+            return None
+        active_id = row.active_run_id
+        return ThreadToRun(
+            thread=_to_entity(row),
+            agent=to_agent(_Prefixed(row, _AGENT)) if getattr(row, _AGENT + "id") is not None else None,
+            active_run=ActiveRun(RunId(active_id), RunStatus(row.active_run_status)) if active_id else None,
+        )
 
     async def list(
         self, org_id: OrgId, *, limit: int, after: ThreadId | None, agent_id: AgentId | None = None
