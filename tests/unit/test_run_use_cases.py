@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from application.errors import InvalidReference, RunNotFound, ThreadBusy, ThreadNotFound
+from application.errors import InvalidReference, RunNotFound, StorageUnavailable, ThreadBusy, ThreadNotFound
 from application.pagination import PageRequest
 from application.runs.cancel_run import CancelRun
 from application.runs.create_run import CreateRun, CreateRunCommand
@@ -90,6 +90,87 @@ async def test_a_run_created_with_a_slot_free_is_started_as_it_is_created_and_ex
         texts = [m.text for m in await uow.messages.list(org.id, thread.id, limit=10, after_position=None)]
     assert [e.type.value for e in events] == ["run.created", "run.in_progress", "run.completed"]
     assert texts == ["Hi", "Hello!"]
+
+
+class ExecutingSlot:
+    """A slot that executes its run as soon as it is started, as the in-process executor does."""
+
+    def __init__(self, app: FakeApp) -> None:
+        self._app = app
+        self.executions: list[asyncio.Task[Run]] = []
+
+    def start(self, run_id: RunId, began: object) -> None:
+        assert isinstance(began, Began)
+        execution = self._app.execute_run().execute(began.run.org_id, run_id, began=began)
+        self.executions.append(asyncio.ensure_future(execution))
+
+    def release(self) -> None:
+        raise AssertionError("the slot was used")
+
+
+def executing_at_once(app: FakeApp) -> tuple[ExecutingSlot, asyncio.Event, asyncio.Event]:
+    """Runs executed as they are created; the creating commit waits for the first event returned, which the test
+    sets once the model has been called (the second)."""
+    slot, commit, called = ExecutingSlot(app), asyncio.Event(), asyncio.Event()
+
+    async def reserve(_org_id: object) -> ExecutingSlot:
+        return slot
+
+    async def before(_request: object) -> None:
+        called.set()
+
+    app.executor.reserve = reserve  # type: ignore[method-assign,assignment]
+    app.model.before = before
+    app.store.commit_waits = commit
+    return slot, commit, called
+
+
+@pytest.mark.timeout(60)  # were the model called only after the commit, they would wait for each other
+async def test_a_run_started_as_it_is_created_calls_its_model_while_the_creation_commits_and_shows_nothing_before(
+    app: FakeApp,
+) -> None:
+    org, _, thread = await setup(app)
+    slot, commit, called = executing_at_once(app)
+    app.model.then(answer("Hello!"))
+
+    creating = asyncio.ensure_future(
+        create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi"))
+    )
+    await called.wait()
+    assert not creating.done() and app.bus.published == [] and app.store.runs == {}
+    commit.set()
+    run = (await creating).run
+    [execution] = slot.executions
+    done = await execution
+
+    assert status(done) is RunStatus.COMPLETED and status(await stored(app, run)) is RunStatus.COMPLETED
+    types = app.bus.types(run.id)
+    assert types[:2] == ["run.created", "run.in_progress"] and "message.delta" in types[2:]
+    assert types[-1] == "run.completed"
+
+
+@pytest.mark.timeout(60)  # were the model called only after the commit, they would wait for each other
+async def test_a_run_started_as_it_is_created_stops_without_a_word_when_the_creation_does_not_commit(
+    app: FakeApp,
+) -> None:
+    org, _, thread = await setup(app)
+    slot, commit, called = executing_at_once(app)
+    app.model.then(answer("Hello!"))
+    app.store.failing_commits = 1
+
+    creating = asyncio.ensure_future(
+        create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi"))
+    )
+    await called.wait()
+    commit.set()
+    with pytest.raises(StorageUnavailable):
+        await creating
+    [execution] = slot.executions
+    await execution
+
+    assert len(app.model.requests) == 1 and app.bus.published == []
+    assert app.store.runs == {} and app.store.messages == {} and app.store.run_events == {}
+    assert app.store.threads[thread.id].message_count == 0
 
 
 async def test_a_run_started_as_it_is_created_reads_the_earlier_messages_of_its_thread(app: FakeApp) -> None:

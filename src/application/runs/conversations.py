@@ -23,7 +23,7 @@ from application.ports.limits import RunRateLimit
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from application.runs.create_run import check_client_tools
-from application.runs.queueing import Queued, queue_run
+from application.runs.queueing import Queued, StartAtOnce, queue_run
 from application.runs.starting import RunStarter
 from application.runs.submit_tool_results import SubmitToolResults, SubmitToolResultsCommand, ToolResultInput
 from domain.agents import Agent
@@ -105,7 +105,7 @@ class Converse:
         )
         return Conversing(run=run, created=created)
 
-    async def _queue(self, command: ConverseCommand, digest: str | None, start_on: RunEventBus | None) -> Queued:
+    async def _queue(self, command: ConverseCommand, digest: str | None, start_on: StartAtOnce | None) -> Queued:
         org_id = command.caller.org_id
         async with self._uow as uow:
             agent = await uow.agents.get_by_slug(org_id, command.agent_slug)

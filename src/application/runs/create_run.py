@@ -15,7 +15,7 @@ from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.limits import RunRateLimit
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
-from application.runs.queueing import Queued, queue_run
+from application.runs.queueing import Queued, StartAtOnce, queue_run
 from application.runs.starting import RunStarter
 from application.runs.tools.assembly import reserved_names
 from domain.agents import Agent
@@ -72,7 +72,7 @@ class CreateRun:
         )
         return CreatedRun(run=run, created=created)
 
-    async def _queue(self, command: CreateRunCommand, digest: str | None, start_on: RunEventBus | None) -> Queued | Run:
+    async def _queue(self, command: CreateRunCommand, digest: str | None, start_on: StartAtOnce | None) -> Queued | Run:
         org_id = command.caller.org_id
         async with self._uow as uow:
             found = await uow.threads.get_to_run(org_id, command.thread_id, command.agent_id)

@@ -1,5 +1,7 @@
 """A run's events: numbered in order, stored with what they announce, published after commit."""
 
+import asyncio
+
 from application.ports.execution import RunEventBus
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock
@@ -11,6 +13,11 @@ UNSTORED_SEQS = 100_000
 """How far past its last stored event a holder may number the events it publishes without storing them
 (text deltas, tool results before their step is stored); and so how far past the last stored event the
 numbering jumps when a run's events go on after a holder that may have published such events."""
+
+
+class RunNotCreated(Exception):
+    """The transaction creating a run that had begun to execute did not commit: the run does not exist, and its
+    execution stops without a word (see RunStarter)."""
 
 
 class RunEventStream:
@@ -39,6 +46,13 @@ class RunEventStream:
         self._bus, self._clock = bus, clock
         self._unstored = self._sent = 0
         """Events published unstored, and of them those the bus has said were sent."""
+        self._creation: asyncio.Future[None] | None = None
+
+    def created_by(self, creation: "asyncio.Future[None]") -> None:
+        """The run executes before the transaction creating it has committed: nothing is published before that
+        transaction's own events are (`creation` is done then), or at all if it did not commit (it fails with
+        RunNotCreated)."""
+        self._creation = creation
 
     @classmethod
     async def resume(
@@ -87,6 +101,9 @@ class RunEventStream:
         return event
 
     async def publish(self, *events: RunEvent) -> None:
+        if self._creation is not None:
+            await asyncio.shield(self._creation)  # RunNotCreated when it did not commit
+            self._creation = None
         for event in events:
             if event.seq > self._stored + UNSTORED_SEQS:
                 continue  # unstored, and too far past the last stored event for a successor to step over

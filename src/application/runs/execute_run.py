@@ -9,6 +9,7 @@ from application.errors import LeaseLost, ModelError, StorageUnavailable
 from application.ports.execution import HANDED_BACK, INTERRUPTED
 from application.ports.llm import ModelToolCall
 from application.ports.tracing import Level, RunTrace, Tracer
+from application.runs.events import RunNotCreated
 from application.runs.model_call import ModelAnswer, ModelCall
 from application.runs.recorder import Began, RunRecorder
 from application.runs.step import RunState, StepOutcome
@@ -88,6 +89,7 @@ class ExecuteRun:
             trace=self._trace(began),
             depth=depth,
             live_questions=live_questions,
+            storing=began.created,  # a run executing as its creation commits writes nothing before it has
         )
         try:
             await self._loop(state)
@@ -107,6 +109,10 @@ class ExecuteRun:
             await self._recorder.caught_up_quietly(state)
             state.trace.end(level=Level.WARNING, status_message="taken over by another process")
             return await self._recorder.stored(state.run)
+        except RunNotCreated:
+            logger.info("run not created (its transaction did not commit): it stops", extra={"run_id": str(run_id)})
+            state.trace.end(level=Level.WARNING, status_message="not created")
+            return state.run
         except StorageUnavailable as error:
             await self._recorder.caught_up_quietly(state)
             if hand_back_on_outage:

@@ -1,6 +1,7 @@
 """Queueing a run: on a thread the caller chose, or on a fresh thread (delegation, MCP publishing)."""
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from application.ports.execution import RunEventBus
@@ -17,12 +18,23 @@ from domain.threads import THREAD_TITLE_MAX, Thread
 
 
 @dataclass(frozen=True, kw_only=True)
+class StartAtOnce:
+    """A run this process executes at once (queue_run's `start_on`; the caller holds a slot for it)."""
+
+    bus: RunEventBus
+    """Where its events are published."""
+    start: Callable[[RunId, Began], None]
+    """Starts its execution: called inside the unit of work that creates it, before the commit."""
+    creation: "asyncio.Future[None]"
+    """Done once that unit has committed and its events are published; failed with RunNotCreated when it did not
+    commit (see Began.created)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Queued:
     run: Run
     events: tuple[RunEvent, ...]
     """run.created, and run.in_progress for a run started at once: to publish after commit, in order."""
-    began: Began | None = None
-    """What the execution of a run started at once needs (see `start_on`)."""
     submitted: bool = False
     """The run's job was queued with the unit's writes (see `to_executor`): it is not to be submitted again."""
 
@@ -40,14 +52,15 @@ async def queue_run(
     request_digest: str | None = None,
     parent_run_id: RunId | None = None,
     instructions: str | None = None,
-    start_on: RunEventBus | None = None,
+    start_on: StartAtOnce | None = None,
     appended: Sequence[Message] = (),
     to_executor: bool = False,
 ) -> Queued:
     """Inside the caller's unit of work: append the input (if any) and queue a run. The caller commits
-    and then publishes the returned events. `start_on`: the run executes in this process at once (the caller
-    holds a slot for it), its events published on this bus; it is stored started, as its execution would
-    start it in a transaction of its own (see RunRecorder.begin), and `began` holds what its execution needs.
+    and then publishes the returned events. `start_on`: the run executes in this process at once, stored started
+    as its execution would start it in a transaction of its own (see RunRecorder.begin); its execution is started
+    here, from what this unit read, before the caller commits: its first model call goes out while the commit does
+    (see Began.created).
     `appended`: the messages the caller appended to the thread in this unit of work, oldest first (a run on a
     thread that holds only those, and its input, does not read them back). `to_executor`: a run not started at once
     is for the executor (the caller submits it after the commit); where runs execute from a job queue, its job is
@@ -83,9 +96,18 @@ async def queue_run(
         return Queued(run=run, events=(created,), submitted=submitted)
     history = new_messages if len(new_messages) == thread.message_count else None  # else older ones are read
     began, started = await begin_new(
-        uow, run, created, agent, start_on, clock, thread_messages=thread.message_count, history=history
+        uow,
+        run,
+        created,
+        agent,
+        start_on.bus,
+        clock,
+        thread_messages=thread.message_count,
+        history=history,
+        creation=start_on.creation,
     )
-    return Queued(run=run, events=(created, started), began=began)
+    start_on.start(run.id, began)
+    return Queued(run=run, events=(created, started))
 
 
 async def new_thread(uow: UnitOfWork, *, clock: Clock, ids: IdGenerator, agent: Agent, title: str) -> Thread:

@@ -86,6 +86,10 @@ class Began:
     events: RunEventStream
     summary: HistorySummary | None = None
     """The thread's summary of its oldest messages, read when the agent summarizes what requests leave out"""
+    created: "asyncio.Future[None] | None" = None
+    """For a run that executes before the transaction creating it has committed (begin_new's `created`): done
+    once it has, failed with RunNotCreated if it did not. The execution's first write and first published event
+    wait for it; its first model call does not."""
 
 
 async def begin_new(
@@ -98,11 +102,13 @@ async def begin_new(
     *,
     thread_messages: int,
     history: Sequence[Message] | None = None,
+    creation: "asyncio.Future[None] | None" = None,
 ) -> tuple[Began, RunEvent]:
     """Inside the unit of work that queues a run this process executes at once: the run is stored as `begin`
     would leave it (claimed, in_progress, with its run.in_progress event after `created`), and what its loop
     needs is read in the same transaction (its thread's messages, unless the caller knows them all: `history`;
-    `thread_messages` is their count). The caller commits, then publishes `created` and the event returned."""
+    `thread_messages` is their count). The caller commits, then publishes `created` and the event returned.
+    `creation`: the run may execute before that commit (see Began.created)."""
     run.start(clock.now())
     run.lease += 1  # claimed, as `begin` claims a queued run
     await uow.runs.add(run)
@@ -110,8 +116,16 @@ async def begin_new(
     events = RunEventStream(run.org_id, run.id, created.seq, bus, clock)
     started = await events.record(uow, RunInProgress.of(run))
     history, summary = await _context(uow, run, agent, history)
+    if creation is not None:
+        events.created_by(creation)
     began = Began(
-        run=run, agent=agent, history=history, thread_messages=thread_messages, events=events, summary=summary
+        run=run,
+        agent=agent,
+        history=history,
+        thread_messages=thread_messages,
+        events=events,
+        summary=summary,
+        created=creation,
     )
     return began, started
 

@@ -4,23 +4,54 @@ executor. A request that loses the race for a key answers with the winner's run 
 
 When this process executes runs and has a slot free for the organization, the run is started in the transaction
 that creates it (stored in_progress, with what its execution reads) and executes at once: one transaction fewer
-per run. Otherwise it is stored queued and submitted (in worker mode, its job is queued in the transaction that
-stores it), and its execution starts it when its turn comes."""
+per run. Its execution begins as that transaction commits, not after: the model call needs nothing the commit
+does, so it goes out while the commit is on its way. Nothing the run does can be seen before the commit: its
+first write and its first published event wait until the commit is done and the transaction's own events
+(run.created, run.in_progress) are published; if the commit fails, the execution stops without a word (the model's
+answer is dropped). Otherwise the run is stored queued and submitted (in worker mode, its job is queued in the
+transaction that stores it), and its execution starts it when its turn comes."""
 
 import asyncio
 from collections.abc import Awaitable, Callable
 
 from application.errors import IdempotencyConflict, IdempotencyKeyReused
-from application.ports.execution import RunEventBus, RunExecutor
+from application.ports.execution import RunEventBus, RunExecutor, RunSlot
 from application.ports.limits import NoRunRateLimit, RunRateLimit
 from application.ports.persistence import UnitOfWork
-from application.runs.queueing import Queued
-from domain.ids import OrgId, ThreadId
+from application.runs.events import RunNotCreated
+from application.runs.queueing import Queued, StartAtOnce
+from application.runs.recorder import Began
+from domain.ids import OrgId, RunId, ThreadId
 from domain.runs import Run
 
-Queue = Callable[[RunEventBus | None], Awaitable["Queued | Run"]]
-"""Queues the run in one transaction, started at once on the bus when given one (queue_run's `start_on`), else for
+Queue = Callable[[StartAtOnce | None], Awaitable["Queued | Run"]]
+"""Queues the run in one transaction, started at once when given a StartAtOnce (queue_run's `start_on`), else for
 the executor (queue_run's `to_executor`); answers the key's run instead when it appeared meanwhile."""
+
+
+class _AtOnce:
+    """A run about to be queued, to execute in the slot taken for it."""
+
+    def __init__(self, slot: RunSlot, bus: RunEventBus) -> None:
+        self._slot = slot
+        self.started = False
+        self.start_on = StartAtOnce(bus=bus, start=self._start, creation=asyncio.get_running_loop().create_future())
+
+    def _start(self, run_id: RunId, began: Began) -> None:
+        self.started = True
+        self._slot.start(run_id, began)
+
+    def settle(self, *, created: bool) -> None:
+        """Once the queueing is over: the execution goes on or stops; an unused slot is given back."""
+        creation = self.start_on.creation
+        if not self.started:
+            creation.cancel()  # nothing waits for it
+            self._slot.release()
+        elif not creation.done():
+            if created:
+                creation.set_result(None)
+            else:
+                creation.set_exception(RunNotCreated())
 
 
 class RunStarter:
@@ -45,10 +76,11 @@ class RunStarter:
             return _replayed(existing, idempotency_key, digest, thread_id), False
         await self._rate_limit.take(org_id)  # a replay above is not a new run
         slot = await self._executor.reserve(org_id)
-        started = False
+        at_once = _AtOnce(slot, self._bus) if slot is not None else None
+        created = False
         try:
             try:
-                queued = await queue(self._bus if slot is not None else None)
+                queued = await queue(at_once.start_on if at_once is not None else None)
             except IdempotencyConflict:
                 winner = await self._by_key(org_id, idempotency_key)
                 if winner is None:
@@ -56,22 +88,17 @@ class RunStarter:
                 queued = winner
             if isinstance(queued, Run):  # the key's run: made while this request waited for the thread, or raced it
                 return _replayed(queued, idempotency_key, digest, thread_id), False
-            run = queued.run
-            try:
-                for event in queued.events:
-                    await self._bus.publish(event)
-            finally:  # stored in_progress: it executes even if this request ends here (its events are stored)
-                if slot is not None and queued.began is not None:
-                    slot.start(run.id, queued.began)
-                    started = True
-            if started:
-                # The run's task goes first, to its first model call: this request's answer is written while the
-                # model thinks, and the run waits for none of it.
-                await asyncio.sleep(0)
-                return run, True
-        finally:
-            if slot is not None and not started:
-                slot.release()
+            created, run = True, queued.run
+            for event in queued.events:
+                await self._bus.publish(event)
+        finally:  # stored in_progress: it executes even if this request ends here (its events are stored)
+            if at_once is not None:
+                at_once.settle(created=created)
+        if at_once is not None and at_once.started:
+            # Where the commit did not wait (SQLite), the run's task has not run yet: it goes first, to its model
+            # call, and this request's answer is written while the model thinks.
+            await asyncio.sleep(0)
+            return run, True
         if not queued.submitted:
             await self._executor.submit(run.org_id, run.id)
         return run, True

@@ -3,6 +3,7 @@
 import asyncio
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from application.ports.persistence import HistorySummary
 from application.ports.tracing import RunTrace
@@ -11,7 +12,6 @@ from application.runs.tools.assembly import AssembledTools
 from application.runs.tools.handler import ToolContext
 from domain.agents import Agent
 from domain.messages import Message
-from domain.run_events import RunEvent
 from domain.runs import Run
 
 
@@ -47,8 +47,9 @@ class RunState:
     """How deep in delegation this run is: 0 for a run started by a client, 1 for its sub-agents' runs..."""
     live_questions: bool = True
     """Whether its open tool calls may wait for the user's answers to their servers' questions."""
-    storing: "asyncio.Future[list[RunEvent]] | None" = None
-    """The last step's tool results being stored beside the next model call (see RunRecorder), if they are."""
+    storing: "asyncio.Future[Any] | None" = None
+    """The last step's tool results being stored beside the next model call (see RunRecorder), if they are; or,
+    for a run that executes as the transaction creating it commits, that commit (Began.created)."""
     history_summary: HistorySummary | None = None
     """The thread's summary of its oldest messages (read when the agent summarizes what requests leave out), as
     the run's steps extend it."""
