@@ -11,7 +11,7 @@ from domain.ids import MessageId
 from domain.messages import Message, MessageRole, TextContent
 from domain.organizations import Organization
 from domain.run_events import RunEvent, RunInProgress
-from domain.runs import Run, RunStatus, RunStep
+from domain.runs import Run, RunStep
 from domain.threads import Thread
 from domain.usage import Usage
 from infrastructure.container import Container
@@ -268,34 +268,28 @@ async def test_a_value_too_long_for_its_column_fails_the_step_instead_of_being_c
     await _nothing_of_the_step(container, thread, run)
 
 
-async def test_a_thread_read_to_run_comes_with_the_agent_asked_for_and_its_active_run(container: Container) -> None:
+async def test_a_thread_read_to_run_comes_with_the_agent_asked_for(container: Container) -> None:
     org, other = builders.organization(), builders.organization()
     default, named = builders.agent(org.id, slug="default"), builders.agent(org.id, slug="named")
     foreign = builders.agent(other.id, slug="foreign")
-    thread = builders.thread(org.id, agent_id=default.id)
+    thread, bare = builders.thread(org.id, agent_id=default.id), builders.thread(org.id)
     async with as_port(container.uow()) as uow:
         for organization in (org, other):
             await uow.organizations.add(organization)
         for agent in (default, named, foreign):
             await uow.agents.add(agent)
-        await uow.threads.add(thread)
+        for added in (thread, bare):
+            await uow.threads.add(added)
         await uow.commit()
 
     async with as_port(container.uow()) as uow:
-        idle = await uow.threads.get_to_run(org.id, thread.id, None)
+        own = await uow.threads.get_to_run(org.id, thread.id, None)
         asked = await uow.threads.get_to_run(org.id, thread.id, named.id)
         elsewhere = await uow.threads.get_to_run(org.id, thread.id, foreign.id)
+        agentless = await uow.threads.get_to_run(org.id, bare.id, None)
         not_ours = await uow.threads.get_to_run(other.id, thread.id, None)
-    assert idle is not None and idle.thread == thread and idle.agent == default and idle.active_run is None
-    assert asked is not None and asked.agent == named
-    assert elsewhere is not None and elsewhere.agent is None
+    assert own is not None and own.thread == thread and own.agent == default
+    assert asked is not None and asked.thread == thread and asked.agent == named  # the thread keeps its agent
+    assert elsewhere is not None and elsewhere.thread == thread and elsewhere.agent is None
+    assert agentless is not None and agentless.thread == bare and agentless.agent is None
     assert not_ours is None
-
-    run = builders.run(org.id, thread.id, default.id)
-    async with as_port(container.uow()) as uow:
-        await uow.runs.add(run)
-        await uow.commit()
-    async with as_port(container.uow()) as uow:
-        busy = await uow.threads.get_to_run(org.id, thread.id, None)
-    assert busy is not None and busy.active_run is not None
-    assert (busy.active_run.id, busy.active_run.status) == (run.id, RunStatus.QUEUED)

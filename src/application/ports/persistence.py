@@ -68,21 +68,13 @@ class AgentRepository(Protocol):
 
 
 @dataclass(frozen=True)
-class ActiveRun:
-    id: RunId
-    status: RunStatus
-
-
-@dataclass(frozen=True)
 class ThreadToRun:
-    """A thread locked for a new run, with what queueing one on it checks, read together (one round trip)."""
+    """A thread locked for a new run, with the agent the run would take, read together (one round trip)."""
 
     thread: Thread
     agent: Agent | None
     """The agent the run would take (the one asked for, else the thread's); None when there is none or it is not
     found in the organization."""
-    active_run: ActiveRun | None
-    """The thread's run that is queued, in progress or waiting for the client, if any."""
 
 
 class ThreadRepository(Protocol):
@@ -90,7 +82,9 @@ class ThreadRepository(Protocol):
     async def get(self, org_id: OrgId, thread_id: ThreadId, *, for_update: bool = False) -> Thread | None: ...
     async def get_to_run(self, org_id: OrgId, thread_id: ThreadId, agent_id: AgentId | None) -> ThreadToRun | None:
         """The thread locked as `get(for_update=True)` locks it, with the agent `agent_id` names (else the
-        thread's) and the thread's active run; None when the organization has no such thread."""
+        thread's); None when the organization has no such thread. (Not its active run: on PostgreSQL a statement
+        that waited for the lock reads other tables as they were when it began, so a run created by the
+        transaction it waited for would not be seen. That is read after, by a statement of its own.)"""
         ...
 
     async def list(

@@ -144,13 +144,13 @@ class Converse:
             earlier = await uow.runs.get(org_id, command.continues)
             if earlier is None:
                 raise RunNotFound(f"run {command.continues} not found")
-            found = await uow.threads.get_to_run(org_id, earlier.thread_id, agent.id)
-            if found is None:
+            thread = await uow.threads.get(org_id, earlier.thread_id, for_update=True)
+            if thread is None:
                 raise ThreadNotFound(f"thread {earlier.thread_id} not found")
-            active = found.active_run
+            active = await uow.runs.active_in_thread(org_id, thread.id)
             if active is not None:
                 raise ThreadBusy(f"the thread already has a {active.status.value} run ({active.id})")
-            return found.thread
+            return thread
         now = self._clock.now()
         thread = Thread(
             id=ThreadId(self._ids.new()),

@@ -92,7 +92,7 @@ class CreateRun:
             if agent is None:
                 raise InvalidReference(f"agent {agent_id} not found")
             await check_client_tools(uow, agent, command.client_tools)
-            active = found.active_run
+            active = await uow.runs.active_in_thread(org_id, thread.id)
             if active is not None:
                 raise ThreadBusy(f"the thread already has a {active.status.value} run ({active.id})")
             queued = await queue_run(

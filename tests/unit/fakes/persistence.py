@@ -16,7 +16,6 @@ from typing import Any, Generic, TypeVar
 
 from application.errors import CancelRequested, IdempotencyConflict, LeaseLost, SlugTaken, StorageUnavailable
 from application.ports.persistence import (
-    ActiveRun,
     AgentRepository,
     ApiKeyRepository,
     ArgumentValueRepository,
@@ -229,9 +228,8 @@ class FakeThreads:
         table: Table[ThreadId, Thread],
         messages: Table[MessageId, Message],
         agents: Table[AgentId, Agent],
-        runs: Table[RunId, Run],
     ) -> None:
-        self.table, self._messages, self._agents, self._runs = table, messages, agents, runs
+        self.table, self._messages, self._agents = table, messages, agents
 
     async def add(self, thread: Thread) -> None:
         self.table.put(thread.id, thread)
@@ -246,14 +244,7 @@ class FakeThreads:
             return None
         wanted = agent_id or thread.agent_id
         agent = self._agents.get(wanted) if wanted is not None else None
-        active = (RunStatus.QUEUED, RunStatus.IN_PROGRESS, RunStatus.REQUIRES_ACTION)
-        found = self._runs.where(lambda r: r.org_id == org_id and r.thread_id == thread_id and r.status in active)
-        run = next(iter(found), None)
-        return ThreadToRun(
-            thread=thread,
-            agent=agent if agent is not None and agent.org_id == org_id else None,
-            active_run=ActiveRun(run.id, run.status) if run is not None else None,
-        )
+        return ThreadToRun(thread=thread, agent=agent if agent is not None and agent.org_id == org_id else None)
 
     async def list(
         self, org_id: OrgId, *, limit: int, after: ThreadId | None, agent_id: AgentId | None = None
@@ -713,7 +704,7 @@ class FakeUnitOfWork:
         self.api_keys: ApiKeyRepository = FakeApiKeys(self._table(s.api_keys))
         self.agents: AgentRepository = FakeAgents(self._table(s.agents))
         self.messages: MessageRepository = FakeMessages(messages)
-        self.threads: ThreadRepository = FakeThreads(threads, messages, self._table(s.agents), self._table(s.runs))
+        self.threads: ThreadRepository = FakeThreads(threads, messages, self._table(s.agents))
         self.integrations: McpIntegrationRepository = FakeIntegrations(self._table(s.integrations))
         self.sources: SourceRepository = FakeSources(self._table(s.sources))
         self.passages: PassageRepository = FakePassages(self._table(s.passages))

@@ -2,17 +2,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, select, update
 
-from application.ports.persistence import ActiveRun, ThreadToRun
-from domain.ids import AgentId, OrgId, RunId, ThreadId
-from domain.runs import RunStatus
+from application.ports.persistence import ThreadToRun
+from domain.ids import AgentId, OrgId, ThreadId
 from domain.threads import Thread
 from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.prepared import Prepared
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.repositories.agents import to_agent
-from infrastructure.persistence.tables import agents, runs, threads
+from infrastructure.persistence.tables import agents, threads
 
 
 def _to_entity(row: Any) -> Thread:
@@ -44,24 +43,9 @@ class _Prefixed:
 _WHERE = (threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_id"))
 _GET = Prepared(select(threads).where(*_WHERE))
 _GET_FOR_UPDATE = Prepared(select(threads).where(*_WHERE).with_for_update())
-_AGENT = "agent_"
-_ACTIVE_STATUSES = (RunStatus.QUEUED.value, RunStatus.IN_PROGRESS.value, RunStatus.REQUIRES_ACTION.value)
-_ACTIVE = (
-    select(runs.c.id, runs.c.status)
-    .where(
-        runs.c.org_id == threads.c.org_id,
-        runs.c.thread_id == threads.c.id,
-        or_(*(runs.c.status == status for status in _ACTIVE_STATUSES)),  # an IN would expand (prepared.py)
-    )
-    .limit(1)
-)
+_AGENT = "agent__"  # a label prefix no column of threads starts with ("agent_id" is one of them)
 _GET_TO_RUN = Prepared(
-    select(
-        threads,
-        *(column.label(_AGENT + column.name) for column in agents.c),
-        _ACTIVE.with_only_columns(runs.c.id).scalar_subquery().label("active_run_id"),
-        _ACTIVE.with_only_columns(runs.c.status).scalar_subquery().label("active_run_status"),
-    )
+    select(threads, *(column.label(_AGENT + column.name) for column in agents.c))
     .select_from(
         threads.outerjoin(
             agents,
@@ -108,12 +92,8 @@ class SqlThreadRepository:
         row = (await self._conn.run(_GET_TO_RUN, parameters)).first()
         if row is None:
             return None
-        active_id = row.active_run_id
-        return ThreadToRun(
-            thread=_to_entity(row),
-            agent=to_agent(_Prefixed(row, _AGENT)) if getattr(row, _AGENT + "id") is not None else None,
-            active_run=ActiveRun(RunId(active_id), RunStatus(row.active_run_status)) if active_id else None,
-        )
+        agent = _Prefixed(row, _AGENT)
+        return ThreadToRun(thread=_to_entity(row), agent=to_agent(agent) if agent.id is not None else None)
 
     async def list(
         self, org_id: OrgId, *, limit: int, after: ThreadId | None, agent_id: AgentId | None = None
