@@ -554,3 +554,28 @@ def test_a_waiting_run_knows_which_calls_it_waits_for() -> None:
     assert run.resume(["a"], builders.NOW) == {"a": pending} and status(run) is RunStatus.IN_PROGRESS
     with pytest.raises(RunNotWaiting):
         run.resume(["a"], builders.NOW)
+
+
+@pytest.mark.timeout(60)  # were the model called only after the commit, they would wait for each other
+async def test_a_run_stopped_before_its_creation_commits_writes_nothing_when_the_commit_fails(
+    app: FakeApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    org, _, thread = await setup(app)
+    slot, commit, _called = executing_at_once(app)
+    thinking = Hold()
+    app.model.then(thinking, answer("Hello!"))
+    app.store.failing_commits = 1
+
+    creating = asyncio.ensure_future(
+        create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi"))
+    )
+    await thinking.received.wait()
+    [execution] = slot.executions
+    execution.cancel()  # e.g. the server stops while the run's first model call is out
+    commit.set()
+    with pytest.raises(StorageUnavailable):
+        await creating
+    await asyncio.wait({execution})
+
+    assert app.bus.published == [] and app.store.runs == {} and app.store.run_events == {}
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]

@@ -92,6 +92,20 @@ class ExecuteRun:
             storing=began.created,  # a run executing as its creation commits writes nothing before it has
         )
         try:
+            return await self._executed(state, hand_back_on_outage=hand_back_on_outage)
+        except RunNotCreated:
+            # It began to execute as the transaction creating it committed, and that commit failed or was cut
+            # short: nothing of the execution was written or published (a commit cut short after the server made
+            # it leaves the run as stored, in progress, for recovery).
+            logger.info(
+                "run not created (its creating transaction did not commit): it stops", extra={"run_id": str(run_id)}
+            )
+            state.trace.end(level=Level.WARNING, status_message="not created")
+            return state.run
+
+    async def _executed(self, state: RunState, *, hand_back_on_outage: bool) -> Run:
+        run_id = state.run.id
+        try:
             await self._loop(state)
         except asyncio.CancelledError as cancelled:
             if HANDED_BACK in cancelled.args:
@@ -110,9 +124,7 @@ class ExecuteRun:
             state.trace.end(level=Level.WARNING, status_message="taken over by another process")
             return await self._recorder.stored(state.run)
         except RunNotCreated:
-            logger.info("run not created (its transaction did not commit): it stops", extra={"run_id": str(run_id)})
-            state.trace.end(level=Level.WARNING, status_message="not created")
-            return state.run
+            raise  # see execute
         except StorageUnavailable as error:
             await self._recorder.caught_up_quietly(state)
             if hand_back_on_outage:
@@ -218,6 +230,8 @@ class ExecuteRun:
             return
         try:
             await self._recorder.fail(state, RunErrorCode.INTERNAL_ERROR, "the run failed unexpectedly")
+        except RunNotCreated:
+            raise  # there is no run to fail (see execute)
         except LeaseLost:
             pass  # another process holds the run now
         except StorageUnavailable as error:
@@ -232,6 +246,8 @@ class ExecuteRun:
         """Best effort: the database may be back already. If not, the run stays as stored, for recovery."""
         try:
             await self._recorder.fail_as_stored(state, RunErrorCode.STORAGE_UNAVAILABLE, STORAGE_FAILURE)
+        except RunNotCreated:
+            raise  # there is no run to fail (see execute)
         except LeaseLost:
             pass  # another process holds the run now
         except StorageUnavailable as error:
@@ -268,6 +284,8 @@ async def _shielded(ending: Awaitable[StepOutcome], state: RunState, *, hand_bac
         if hand_back_on_outage:
             raise
         _left_for_recovery(state, error)
+    except RunNotCreated:
+        raise  # there is no run to end (see ExecuteRun.execute)
     except Exception:
         logger.exception("could not record how a run ended", extra={"run_id": str(state.run.id)})
 

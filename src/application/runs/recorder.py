@@ -40,7 +40,7 @@ from application.ports.execution import RunEventBus
 from application.ports.llm import ModelToolCall
 from application.ports.persistence import HistorySummary, UnitOfWork
 from application.ports.system import Clock, IdGenerator
-from application.runs.events import RunEventStream, store_ending
+from application.runs.events import RunEventStream, RunNotCreated, store_ending
 from application.runs.model_call import ModelAnswer
 from application.runs.step import RunState, StepOutcome
 from application.runs.tools.calls import StepResults
@@ -87,7 +87,7 @@ class Began:
     summary: HistorySummary | None = None
     """The thread's summary of its oldest messages, read when the agent summarizes what requests leave out"""
     created: "asyncio.Future[None] | None" = None
-    """For a run that executes before the transaction creating it has committed (begin_new's `created`): done
+    """For a run that executes before the transaction creating it has committed (begin_new's `creation`): done
     once it has, failed with RunNotCreated if it did not. The execution's first write and first published event
     wait for it; its first model call does not."""
 
@@ -374,6 +374,8 @@ class RunRecorder:
         """The same, for a run that stops anyway: what storing raised says nothing more."""
         try:
             await self.caught_up(state)
+        except RunNotCreated:
+            raise  # not a write that failed: the run does not exist, and nothing else is to be written
         except Exception:
             logger.debug("a run's tool results were not stored as it stopped", extra={"run_id": str(state.run.id)})
 

@@ -5,11 +5,14 @@ executor. A request that loses the race for a key answers with the winner's run 
 When this process executes runs and has a slot free for the organization, the run is started in the transaction
 that creates it (stored in_progress, with what its execution reads) and executes at once: one transaction fewer
 per run. Its execution begins as that transaction commits, not after: the model call needs nothing the commit
-does, so it goes out while the commit is on its way. Nothing the run does can be seen before the commit: its
-first write and its first published event wait until the commit is done and the transaction's own events
-(run.created, run.in_progress) are published; if the commit fails, the execution stops without a word (the model's
-answer is dropped). Otherwise the run is stored queued and submitted (in worker mode, its job is queued in the
-transaction that stores it), and its execution starts it when its turn comes."""
+does, so it goes out while the commit is on its way. Its first write and its first published event wait until
+the commit is done and the transaction's own events (run.created, run.in_progress) have been handed to the bus
+(or publishing them failed: the run goes on, and followers read what they missed from storage); if the commit
+fails or is cut short, the execution stops without writing or publishing anything (the model's answer is
+dropped; its trace, marked "not created", is all that remains of it).
+
+Otherwise the run is stored queued and submitted (in worker mode, its job is queued in the transaction that
+stores it), and its execution starts it when its turn comes."""
 
 import asyncio
 from collections.abc import Awaitable, Callable
@@ -38,8 +41,8 @@ class _AtOnce:
         self.start_on = StartAtOnce(bus=bus, start=self._start, creation=asyncio.get_running_loop().create_future())
 
     def _start(self, run_id: RunId, began: Began) -> None:
-        self.started = True
         self._slot.start(run_id, began)
+        self.started = True
 
     def settle(self, *, created: bool) -> None:
         """Once the queueing is over: the execution goes on or stops; an unused slot is given back."""
