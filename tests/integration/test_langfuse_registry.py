@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 from langfuse import Langfuse
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 from infrastructure.tracing.langfuse_registry import LangfuseRegistry
 from tests.fakes.otlp_receiver import OtlpReceiver
@@ -44,6 +44,17 @@ def test_a_client_with_a_new_key_exports_through_its_own_provider(make_client: M
     client = make_client(f"pk-lf-{uuid.uuid4().hex}", provider)
 
     assert LangfuseRegistry.tracer_provider(client) is provider
+
+
+def test_a_clients_observations_start_in_a_tracer_of_its_provider(make_client: MakeClient) -> None:
+    provider = TracerProvider()
+
+    client = make_client(f"pk-lf-{uuid.uuid4().hex}", provider)
+    span = LangfuseRegistry.otel_tracer(client).start_span("probe", start_time=1_000)
+    span.end(end_time=2_000)
+
+    assert isinstance(span, ReadableSpan) and (span.start_time, span.end_time) == (1_000, 2_000)
+    assert span.instrumentation_scope is not None and span.instrumentation_scope.name == "langfuse-sdk"
 
 
 def test_a_second_client_with_a_taken_key_is_seen_to_share_the_first_ones_provider(make_client: MakeClient) -> None:

@@ -233,7 +233,11 @@ class _LangfuseRunTrace:
                 start_time=started,
                 attributes={LangfuseOtelSpanAttributes.AS_ROOT: True},
             )
-        self._root = LangfuseSpan(otel_span=span, langfuse_client=self._sdk.client, input=input, metadata=metadata)
+        try:
+            self._root = LangfuseSpan(otel_span=span, langfuse_client=self._sdk.client, input=input, metadata=metadata)
+        except Exception:
+            span.end()  # not left open in the span processor's books
+            raise
         self._children = otel_trace.set_span_in_context(span, run_context)
 
     def record(
@@ -257,7 +261,10 @@ class _LangfuseRunTrace:
         if self._children is None:
             return  # the root could not be opened (logged)
         span = self._sdk.tracer.start_span(name, context=self._children, start_time=started)
-        kind(otel_span=span, langfuse_client=self._sdk.client, **fields).end(end_time=ended)
+        try:
+            kind(otel_span=span, langfuse_client=self._sdk.client, **fields)  # sets Langfuse's attributes on it
+        finally:
+            span.end(end_time=ended)  # what the observation's `end` does
 
     def span(self, name: str, *, input: Any = None, metadata: Mapping[str, Any] | None = None) -> TraceSpan:
         return _LangfuseSpan(self, name, {"input": input, "metadata": _as_dict(metadata)})
