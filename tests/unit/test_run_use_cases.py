@@ -1,13 +1,14 @@
 """The run use cases around the loop: creating, answering, cancelling, following, recovering and reading runs."""
 
 import asyncio
+from dataclasses import dataclass
 
 import pytest
 
 from application.errors import InvalidReference, RunNotFound, StorageUnavailable, ThreadBusy, ThreadNotFound
 from application.pagination import PageRequest
 from application.runs.cancel_run import CancelRun
-from application.runs.create_run import CreateRun, CreateRunCommand
+from application.runs.create_run import CreatedRun, CreateRun, CreateRunCommand
 from application.runs.events import UNSTORED_SEQS
 from application.runs.follow_run import FollowRun
 from application.runs.queries import GetRun, ListRuns, RunFilter
@@ -24,7 +25,7 @@ from domain.runs import ClientTool, PendingToolCall, Run, RunNotWaiting, RunStat
 from domain.threads import Thread
 from tests import builders
 from tests.unit.fakes.app import FakeApp, admin, member
-from tests.unit.fakes.ports import AfterSubscribing, Hold, RecordingExecutor, answer, call, calls
+from tests.unit.fakes.ports import AfterSubscribing, Hold, RecordingExecutor, Reply, answer, call, calls
 
 
 @pytest.fixture
@@ -108,9 +109,20 @@ class ExecutingSlot:
         raise AssertionError("the slot was used")
 
 
-def executing_at_once(app: FakeApp) -> tuple[ExecutingSlot, asyncio.Event, asyncio.Event]:
-    """Runs executed as they are created; the creating commit waits for the first event returned, which the test
-    sets once the model has been called (the second)."""
+@dataclass
+class CreatingAtOnce:
+    """A run being created by a request, in a slot that executes it at once (`slot.executions`). The creating
+    commit waits for `commit`, which the test sets once the model has been called (`called`)."""
+
+    thread: Thread
+    slot: ExecutingSlot
+    commit: asyncio.Event
+    called: asyncio.Event
+    creating: "asyncio.Future[CreatedRun]"
+
+
+async def creating_at_once(app: FakeApp, *replies: Reply) -> CreatingAtOnce:
+    org, _, thread = await setup(app)
     slot, commit, called = ExecutingSlot(app), asyncio.Event(), asyncio.Event()
 
     async def reserve(_org_id: object) -> ExecutingSlot:
@@ -121,26 +133,23 @@ def executing_at_once(app: FakeApp) -> tuple[ExecutingSlot, asyncio.Event, async
 
     app.executor.reserve = reserve  # type: ignore[method-assign,assignment]
     app.model.before = before
+    app.model.then(*replies)
     app.store.commit_waits = commit
-    return slot, commit, called
+    command = CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi")
+    return CreatingAtOnce(thread, slot, commit, called, asyncio.ensure_future(create(app).execute(command)))
 
 
 @pytest.mark.timeout(60)  # were the model called only after the commit, they would wait for each other
 async def test_a_run_started_as_it_is_created_calls_its_model_while_the_creation_commits_and_shows_nothing_before(
     app: FakeApp,
 ) -> None:
-    org, _, thread = await setup(app)
-    slot, commit, called = executing_at_once(app)
-    app.model.then(answer("Hello!"))
+    at_once = await creating_at_once(app, answer("Hello!"))
 
-    creating = asyncio.ensure_future(
-        create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi"))
-    )
-    await called.wait()
-    assert not creating.done() and app.bus.published == [] and app.store.runs == {}
-    commit.set()
-    run = (await creating).run
-    [execution] = slot.executions
+    await at_once.called.wait()
+    assert not at_once.creating.done() and app.bus.published == [] and app.store.runs == {}
+    at_once.commit.set()
+    run = (await at_once.creating).run
+    [execution] = at_once.slot.executions
     done = await execution
 
     assert status(done) is RunStatus.COMPLETED and status(await stored(app, run)) is RunStatus.COMPLETED
@@ -153,24 +162,19 @@ async def test_a_run_started_as_it_is_created_calls_its_model_while_the_creation
 async def test_a_run_started_as_it_is_created_stops_without_a_word_when_the_creation_does_not_commit(
     app: FakeApp,
 ) -> None:
-    org, _, thread = await setup(app)
-    slot, commit, called = executing_at_once(app)
-    app.model.then(answer("Hello!"))
+    at_once = await creating_at_once(app, answer("Hello!"))
     app.store.failing_commits = 1
 
-    creating = asyncio.ensure_future(
-        create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi"))
-    )
-    await called.wait()
-    commit.set()
+    await at_once.called.wait()
+    at_once.commit.set()
     with pytest.raises(StorageUnavailable):
-        await creating
-    [execution] = slot.executions
+        await at_once.creating
+    [execution] = at_once.slot.executions
     await execution
 
     assert len(app.model.requests) == 1 and app.bus.published == []
     assert app.store.runs == {} and app.store.messages == {} and app.store.run_events == {}
-    assert app.store.threads[thread.id].message_count == 0
+    assert app.store.threads[at_once.thread.id].message_count == 0
 
 
 async def test_a_run_started_as_it_is_created_reads_the_earlier_messages_of_its_thread(app: FakeApp) -> None:
@@ -560,21 +564,16 @@ def test_a_waiting_run_knows_which_calls_it_waits_for() -> None:
 async def test_a_run_stopped_before_its_creation_commits_writes_nothing_when_the_commit_fails(
     app: FakeApp, caplog: pytest.LogCaptureFixture
 ) -> None:
-    org, _, thread = await setup(app)
-    slot, commit, _called = executing_at_once(app)
     thinking = Hold()
-    app.model.then(thinking, answer("Hello!"))
+    at_once = await creating_at_once(app, thinking, answer("Hello!"))
     app.store.failing_commits = 1
 
-    creating = asyncio.ensure_future(
-        create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="Hi"))
-    )
     await thinking.received.wait()
-    [execution] = slot.executions
+    [execution] = at_once.slot.executions
     execution.cancel()  # e.g. the server stops while the run's first model call is out
-    commit.set()
+    at_once.commit.set()
     with pytest.raises(StorageUnavailable):
-        await creating
+        await at_once.creating
     await asyncio.wait({execution})
 
     assert app.bus.published == [] and app.store.runs == {} and app.store.run_events == {}

@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from time import time_ns
 from typing import Any, Literal
 from urllib.parse import quote
@@ -159,7 +160,8 @@ class _Observation:
         if self._ended:
             return
         self._ended = True
-        self._trace.record(kind, self._name, self._started, time_ns(), {**self._fields, **fields})
+        trace, ended = self._trace, time_ns()
+        trace.later(partial(trace.emit, kind, self._name, self._started, ended, {**self._fields, **fields}))
 
 
 class _LangfuseSpan(_Observation):
@@ -214,6 +216,10 @@ class _LangfuseRunTrace:
     def trace_id(self) -> str | None:
         return self._trace_id
 
+    @property
+    def later(self) -> "_Later":
+        return self._sdk.later
+
     def _open(self, attributes: _TraceAttributes, started: int, *, resumed: bool, input: Any, metadata: Any) -> None:
         run_context = attributes.context()
         tracer, trace_id = self._sdk.tracer, int(self._trace_id, 16)
@@ -240,7 +246,7 @@ class _LangfuseRunTrace:
             raise
         self._children = otel_trace.set_span_in_context(span, run_context)
 
-    def record(
+    def emit(
         self,
         kind: type[LangfuseSpan | LangfuseGeneration],
         name: str,
@@ -248,16 +254,7 @@ class _LangfuseRunTrace:
         ended: int,
         fields: dict[str, Any],
     ) -> None:
-        self._sdk.later(lambda: self._emit(kind, name, started, ended, fields))
-
-    def _emit(
-        self,
-        kind: type[LangfuseSpan | LangfuseGeneration],
-        name: str,
-        started: int,
-        ended: int,
-        fields: dict[str, Any],
-    ) -> None:
+        """Hand an observation that has ended to the SDK (run by `_Sdk.later`)."""
         if self._children is None:
             return  # the root could not be opened (logged)
         span = self._sdk.tracer.start_span(name, context=self._children, start_time=started)
