@@ -54,6 +54,7 @@ def test_a_clients_observations_start_in_a_tracer_of_its_provider(make_client: M
     span.end(end_time=2_000)
 
     assert isinstance(span, ReadableSpan) and (span.start_time, span.end_time) == (1_000, 2_000)
+    assert span.resource is provider.resource
     assert span.instrumentation_scope is not None and span.instrumentation_scope.name == "langfuse-sdk"
 
 
