@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import event, select
 from sqlalchemy.dialects import sqlite
 
-from application.errors import IdempotencyConflict
+from application.errors import IdempotencyConflict, ThreadBusy
 from domain.runs import ClientTool, RunStep, StepToolCall
 from domain.usage import Usage
 from infrastructure.container import Container
@@ -67,12 +67,33 @@ async def test_a_run_read_back_is_the_run_stored(container: Container) -> None:
 
 
 async def test_a_refused_prepared_insert_is_the_error_it_means(container: Container) -> None:
-    thread, first = await _stored(container, idempotency_key="once")
-    again = builders.run(first.org_id, thread.id, first.agent_id, idempotency_key="once")
+    _, first = await _stored(container, idempotency_key="once")
+    other = builders.thread(first.org_id, agent_id=first.agent_id)
+    again = builders.run(first.org_id, other.id, first.agent_id, idempotency_key="once")
     with pytest.raises(IdempotencyConflict):
         async with as_port(container.uow()) as uow:
+            await uow.threads.add(other)
             await uow.runs.add(again)
             await uow.commit()
+
+
+async def test_a_thread_holds_one_unfinished_run_whatever_writes_it(container: Container) -> None:
+    """The database refuses a second unfinished run in a thread (ThreadBusy, a 409), even written past the
+    check that creating a run makes; once the first has ended, the thread takes another."""
+    thread, first = await _stored(container)
+    second = builders.run(first.org_id, thread.id, first.agent_id)
+    with pytest.raises(ThreadBusy):
+        async with as_port(container.uow()) as uow:
+            await uow.runs.add(second)
+            await uow.commit()
+    first.cancel(NOW)
+    async with as_port(container.uow()) as uow:
+        await uow.runs.save(first)
+        await uow.runs.add(second)
+        await uow.commit()
+    async with as_port(container.uow()) as uow:
+        stored = await uow.runs.get(second.org_id, second.id)
+    assert stored is not None and stored.status.value == "queued"
 
 
 async def test_what_listens_to_statements_sees_the_prepared_ones(container: Container) -> None:

@@ -21,9 +21,9 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from application.errors import Conflict, IdempotencyConflict, SlugTaken, StorageUnavailable
+from application.errors import Conflict, IdempotencyConflict, SlugTaken, StorageUnavailable, ThreadBusy
 from domain.errors import DomainError
-from infrastructure.persistence.tables import metadata
+from infrastructure.persistence.tables import UNFINISHED_RUN_OF_THREAD, metadata
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +35,7 @@ REFUSALS: Mapping[str, Callable[[str], DomainError]] = {
     ),
     "pk_prompt_templates": lambda name: SlugTaken(f"a prompt template named {name!r} already exists"),
     "uq_runs_org_id_idempotency_key": lambda _key: IdempotencyConflict("a run with this idempotency key exists"),
+    UNFINISHED_RUN_OF_THREAD: lambda _: ThreadBusy("the thread already has a run that is not finished"),
     "uq_messages_thread_id_position": lambda _: Conflict(
         "another message was added to the thread at the same moment; try again"
     ),
@@ -92,7 +93,7 @@ def refused(error: IntegrityError, value: str = "") -> DomainError:
 
 def violated_constraint(error: IntegrityError) -> str | None:
     """The name of the constraint `error` reports, if the driver tells (PostgreSQL) or it can be read back
-    from the columns it names (SQLite, for unique and primary keys)."""
+    from the columns it names (SQLite, for unique and primary keys and unique indexes)."""
     original = error.orig
     name = getattr(original, "constraint_name", None) or getattr(
         getattr(original, "__cause__", None), "constraint_name", None
@@ -111,6 +112,9 @@ def violated_constraint(error: IntegrityError) -> str | None:
         keys = isinstance(constraint, UniqueConstraint | PrimaryKeyConstraint)
         if keys and set(constraint.columns.keys()) == columns:
             return str(constraint.name)
+    for index in table.indexes:  # a unique index (partial ones included: SQLite names their columns alike)
+        if index.unique and set(index.columns.keys()) == columns:
+            return str(index.name)
     return None
 
 

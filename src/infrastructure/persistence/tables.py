@@ -17,6 +17,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     Uuid,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
@@ -236,6 +237,10 @@ passage_vectors = Table(
     Index(None, "held_until"),
 )
 
+UNFINISHED = "status IN ('queued', 'in_progress', 'requires_action')"
+"""A run not ended yet, as SQL (the runs a thread may have one of)."""
+UNFINISHED_RUN_OF_THREAD = "uq_runs_thread_id_unfinished"
+
 runs = Table(
     "runs",
     metadata,
@@ -271,6 +276,14 @@ runs = Table(
     Index(None, "org_id", "id"),
     Index(None, "thread_id", "id"),
     Index(None, "status"),
+    # A thread has one unfinished run at most, whatever writes it (creating a run also locks its thread).
+    Index(
+        UNFINISHED_RUN_OF_THREAD,
+        "thread_id",
+        unique=True,
+        postgresql_where=text(UNFINISHED),
+        sqlite_where=text(UNFINISHED),
+    ),
 )
 
 run_events = Table(
