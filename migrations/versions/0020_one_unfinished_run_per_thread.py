@@ -13,6 +13,7 @@ Create Date: 2026-11-27
 """
 
 from collections.abc import Sequence
+from uuid import UUID
 
 import sqlalchemy as sa
 from alembic import op
@@ -31,17 +32,20 @@ def upgrade() -> None:
         op.get_bind()
         .execute(
             sa.text(
-                f"SELECT thread_id FROM runs WHERE {UNFINISHED} GROUP BY thread_id HAVING count(*) > 1"
-                " ORDER BY thread_id LIMIT 10"
+                f"SELECT thread_id, id FROM runs WHERE {UNFINISHED} AND thread_id IN"
+                f" (SELECT thread_id FROM runs WHERE {UNFINISHED} GROUP BY thread_id HAVING count(*) > 1)"
+                " ORDER BY thread_id, created_at LIMIT 50"
             )
         )
-        .scalars()
         .all()
     )
     if crowded:
-        threads = ", ".join(str(thread_id) for thread_id in crowded)
+        runs: dict[str, list[str]] = {}
+        for thread_id, run_id in crowded:  # (SQLite keeps them as 32 hex digits)
+            runs.setdefault(str(UUID(str(thread_id))), []).append(str(UUID(str(run_id))))
+        listed = "; ".join(f"thread {thread}: runs {', '.join(ids)}" for thread, ids in runs.items())
         raise RuntimeError(
-            f"these threads have more than one unfinished run: {threads}; cancel all but one run of each"
+            f"threads with more than one unfinished run ({listed}); cancel all but one run of each thread"
             " (start the server with `threadline serve --no-migrate`, POST /v1/runs/{id}/cancel), then migrate again"
         )
     where = sa.text(UNFINISHED)

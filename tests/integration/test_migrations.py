@@ -14,8 +14,14 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from domain.runs import Run
 from infrastructure.persistence import migrations
+from infrastructure.persistence.engine import Database
 from infrastructure.persistence.tables import metadata
+from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
+from tests import builders
+from tests.builders import NOW
+from tests.conftest import as_port
 from tests.databases import fresh_database
 
 T = TypeVar("T")
@@ -170,3 +176,46 @@ def test_downgrading_to_base_leaves_no_table(tmp_path: Path) -> None:
         migrations.upgrade(url)
         migrations.downgrade(url, "base")
         assert set(_on(url, _schema)) == set()
+
+
+def _saved(url: str, *runs: Run, org: Any = None, agent: Any = None, thread: Any = None) -> None:
+    """The runs written, after the organization, agent and thread given (new ones), or saved again."""
+
+    async def work() -> None:
+        database = Database(url)
+        try:
+            async with as_port(SqlAlchemyUnitOfWork(database)) as uow:
+                if thread is not None:
+                    await uow.organizations.add(org)
+                    await uow.agents.add(agent)
+                    await uow.threads.add(thread)
+                for run in runs:
+                    await (uow.runs.add(run) if thread is not None else uow.runs.save(run))
+                await uow.commit()
+        finally:
+            await database.dispose()
+
+    asyncio.run(work())
+
+
+def test_a_database_with_two_unfinished_runs_in_a_thread_is_not_upgraded_past_them(tmp_path: Path) -> None:
+    """Revision 0020 has the database keep one unfinished run per thread. A database that already holds two (only
+    a defect wrote them) is left as it was, and the error names the runs to end; once one has ended, it
+    upgrades."""
+    with fresh_database(tmp_path) as url:
+        migrations.upgrade(url, "0019")
+        org = builders.organization()
+        agent = builders.agent(org.id)
+        thread = builders.thread(org.id, agent_id=agent.id)
+        first, second = builders.run(org.id, thread.id, agent.id), builders.run(org.id, thread.id, agent.id)
+        _saved(url, first, second, org=org, agent=agent, thread=thread)
+
+        with pytest.raises(RuntimeError, match="more than one unfinished run") as refused:
+            migrations.upgrade(url)
+        assert str(first.id) in str(refused.value) and str(second.id) in str(refused.value)
+        assert _on(url, _current) == {"0019"}
+
+        first.cancel(NOW)
+        _saved(url, first)
+        migrations.upgrade(url)
+        assert _on(url, _current) == migrations.head_revisions()

@@ -17,7 +17,7 @@ stores it), and its execution starts it when its turn comes."""
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from application.errors import IdempotencyConflict, IdempotencyKeyReused
+from application.errors import IdempotencyConflict, IdempotencyKeyReused, ThreadBusy
 from application.ports.execution import RunEventBus, RunExecutor, RunSlot
 from application.ports.limits import NoRunRateLimit, RunRateLimit
 from application.ports.persistence import UnitOfWork
@@ -84,7 +84,7 @@ class RunStarter:
         try:
             try:
                 queued = await queue(at_once.start_on if at_once is not None else None)
-            except IdempotencyConflict:
+            except (IdempotencyConflict, ThreadBusy):  # a request with the same key may have won the thread
                 winner = await self._by_key(org_id, idempotency_key)
                 if winner is None:
                     raise
