@@ -21,6 +21,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
+from domain.runs import RunStatus
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -237,8 +239,9 @@ passage_vectors = Table(
     Index(None, "held_until"),
 )
 
-UNFINISHED = "status IN ('queued', 'in_progress', 'requires_action')"
-"""A run not ended yet, as SQL (the runs a thread may have one of)."""
+UNFINISHED_STATUSES = tuple(status.value for status in RunStatus if not status.is_terminal)
+"""A run's statuses until it ends (the runs a thread may have one of)."""
+UNFINISHED = f"status IN ({', '.join(repr(status) for status in UNFINISHED_STATUSES)})"
 UNFINISHED_RUN_OF_THREAD = "uq_runs_thread_id_unfinished"
 
 runs = Table(

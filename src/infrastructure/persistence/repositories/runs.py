@@ -28,10 +28,8 @@ from infrastructure.persistence.prepared import Prepared
 from infrastructure.persistence.repositories._rows import utc, utc_required
 from infrastructure.persistence.repositories.usage import record_new_steps
 from infrastructure.persistence.run_holders import NOT_HELD_BY_A_LIVE_PROCESS, PROCESS_KEY
-from infrastructure.persistence.tables import run_events, runs
+from infrastructure.persistence.tables import UNFINISHED_STATUSES, run_events, runs
 from infrastructure.run_event_json import event_data, event_payload
-
-_ACTIVE = (RunStatus.QUEUED.value, RunStatus.IN_PROGRESS.value, RunStatus.REQUIRES_ACTION.value)
 
 
 def _step_to_json(step: RunStep) -> dict[str, Any]:
@@ -189,7 +187,7 @@ _ACTIVE_IN_THREAD = Prepared(  # read as a run is created: the statuses compared
     .where(
         runs.c.org_id == bindparam("p_org"),
         runs.c.thread_id == bindparam("p_thread"),
-        or_(*(runs.c.status == status for status in _ACTIVE)),
+        or_(*(runs.c.status == status for status in UNFINISHED_STATUSES)),
     )
     .limit(1)
 )
