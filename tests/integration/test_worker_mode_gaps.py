@@ -391,3 +391,29 @@ async def test_a_run_is_admitted_while_its_organization_has_a_free_slot_and_olde
     assert woken == (True, False)  # the older run's job is due now; the newer one's still later
     assert older_admitted.admitted and older_admitted.request_id == older.request_id
     assert ended.admitted  # nothing to execute: its execution says so
+
+
+async def test_an_admission_holding_its_organizations_lock_holds_up_other_admissions_but_not_the_organizations_writes(
+    container: Container, settings: Settings
+) -> None:
+    """Admissions of one organization wait for each other (its row's lock); the organization's writes, which check
+    a foreign key to that row (a new thread here; a run, its messages and events alike), do not wait for them."""
+    thread, run = await queued_run(container)
+    dsn = libpq_dsn(settings.database_url)
+    admit = "SELECT admitted FROM threadline_admit_run(%s, %s, 10)"
+    async with (
+        await psycopg.AsyncConnection.connect(dsn) as admitting,
+        await psycopg.AsyncConnection.connect(dsn) as another_admission,
+    ):
+        await admitting.execute(admit, (thread.org_id, run.id))  # its transaction stays open: the lock is held
+        async with asyncio.timeout(10):  # (held up, it would wait for the admission's commit, which comes after)
+            async with as_port(container.uow()) as uow:
+                written = builders.thread(thread.org_id, agent_id=thread.agent_id)
+                await uow.threads.add(written)
+                await uow.commit()
+        await another_admission.execute("SET lock_timeout = '200ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            await another_admission.execute(admit, (thread.org_id, run.id))
+        await admitting.commit()
+    async with as_port(container.uow().read_only()) as uow:
+        assert await uow.threads.get(thread.org_id, written.id) is not None

@@ -24,7 +24,9 @@ from domain.organizations import RunLimits, effective_limits
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.errors import translating
 
-_LIMIT = text("SELECT max_concurrent_runs FROM organizations WHERE id = :org FOR UPDATE")
+# FOR NO KEY UPDATE: admissions of the organization wait for each other, but the writes that check a foreign key to
+# it (its runs, messages, events) do not wait for them (see migration 0021).
+_LIMIT = text("SELECT max_concurrent_runs FROM organizations WHERE id = :org FOR NO KEY UPDATE")
 # A run admitted, or refused (the runs ahead of it woken), in one round trip: see migration 0019, which holds the
 # admission's statements (the organization's lock, the slots held and the waiting runs ahead counted after it).
 _ADMIT_RUN = text("SELECT admitted, request_id FROM threadline_admit_run(:org, :run, :default_limit)")
