@@ -46,8 +46,13 @@ _RELEASE = text(
     "UPDATE runs SET admitted_at = NULL WHERE id = :run AND status NOT IN ('queued', 'in_progress') RETURNING org_id"
 )
 # Whether a waiting run sleeps until a slot is given back: refused, its job due later. (A job just queued is due
-# already, and its workers were told: there is nothing to wake.)
-_ANY_SLEEPING = text(f"SELECT EXISTS (SELECT 1 FROM {_WAITING_JOBS} AND j.scheduled_at > now())")
+# already, and its workers were told: there is nothing to wake.) Asked as each run ends: it starts from the jobs due
+# later (few, and indexed: migration 0022), not from the organization's waiting runs (all of a burst's).
+_ANY_SLEEPING = text(
+    "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs j JOIN runs r ON r.id = CAST(j.args ->> 'run_id' AS uuid)"
+    " WHERE j.status = 'todo' AND j.scheduled_at > now()"
+    " AND r.org_id = :org AND r.status = 'queued' AND r.admitted_at IS NULL)"
+)
 # The oldest waiting runs' jobs.
 _WAITING = text(f"SELECT j.id, j.queue_name FROM {_WAITING_JOBS} ORDER BY r.created_at, r.id LIMIT :count")
 # The job is due now, and the workers hear of it as of a new job (procrastinate's own notification); a job due
