@@ -2,10 +2,11 @@
 
 Admissions of one organization are serialized by a lock on its row (see infrastructure/limits/admission.py). Taken
 FOR UPDATE, that lock also blocked every write that checks a foreign key to the organization (the check takes a
-KEY SHARE lock on its row): a run's creation, its messages, its events, its steps. With many runs of one
-organization at once, each of those writes waited for the admissions queued on the row (1,000 runs at once on one
-worker: 150 ms per admission, 50-85 ms per run write, most of it waiting). FOR NO KEY UPDATE still serializes the
-admissions (and conflicts with the row's own updates and deletion) but lets those writes through.
+KEY SHARE lock on its row): a run's creation with its thread and message, the messages and usage records of its
+steps. With many runs of one organization at once, each of those writes waited for the admissions queued on the
+row (1,000 runs at once on one worker: 150 ms per admission, 50-85 ms per run write, most of it waiting).
+FOR NO KEY UPDATE still serializes the admissions (and conflicts with the row's own updates and deletion) but lets
+those writes through.
 
 `threadline_admit_run` (migration 0019) is redefined from its own definition, the lock's clause changed.
 

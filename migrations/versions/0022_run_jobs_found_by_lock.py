@@ -1,9 +1,9 @@
-"""Two indexes on the job queue, on PostgreSQL only: queued and running jobs by their lock, queued jobs by the time
-they are due.
+"""Two indexes on the job queue, on PostgreSQL only: queued and running jobs by their lock, and queued jobs by their
+organization and the time they are due.
 
 A worker takes a job with procrastinate's `procrastinate_fetch_job_v2`, which passes over a job while another job
-with the same lock (a run's jobs have the run as their lock) is running or ahead of it. procrastinate's indexes
-hold the lock of queued and running jobs only behind their id (`(id, lock)`), so each of those checks read the
+with the same lock (a run's jobs have the run as their lock) is running or ahead of it. procrastinate indexes the
+lock of running jobs, but that of queued jobs only behind their id (`(id, lock)`), so each of those checks read the
 whole index. When the planner picks a plan that checks every queued job before taking the first (it does while the
 table has no statistics yet, as in a burst of runs on a new database), a take cost O(queued jobs) such reads:
 1,000 runs at once on one worker spent 20-40 ms of PostgreSQL's time per job taken, most of the database's time.
@@ -11,8 +11,8 @@ With the lock first in an index, each check is one lookup.
 
 As each run ends in worker mode, its slot is given back and the runs of its organization that sleep until then
 (refused for want of a slot, their jobs due later) are looked for (infrastructure/limits/admission.py). That
-question now starts from the jobs due later, through the second index: there are few, where the organization's
-waiting runs were all of a burst's.
+question now starts from the organization's run jobs due later, through the second index (a run job's arguments
+name its organization), where it joined all of the organization's waiting runs: all of a burst's.
 
 Revision ID: 0022
 Revises: 0021
@@ -29,16 +29,19 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 BY_LOCK = "ix_procrastinate_jobs_lock_todo_doing"
-BY_TIME = "ix_procrastinate_jobs_scheduled_at_todo"
+BY_ORG_AND_TIME = "ix_procrastinate_jobs_org_scheduled_at_todo"
 
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":  # the job queue is PostgreSQL's only
         op.execute(f"CREATE INDEX {BY_LOCK} ON procrastinate_jobs (lock) WHERE status IN ('todo', 'doing')")
-        op.execute(f"CREATE INDEX {BY_TIME} ON procrastinate_jobs (scheduled_at) WHERE status = 'todo'")
+        op.execute(
+            f"CREATE INDEX {BY_ORG_AND_TIME} ON procrastinate_jobs ((args ->> 'org_id'), scheduled_at)"
+            " WHERE status = 'todo'"
+        )
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(f"DROP INDEX {BY_TIME}")
+        op.execute(f"DROP INDEX {BY_ORG_AND_TIME}")
         op.execute(f"DROP INDEX {BY_LOCK}")

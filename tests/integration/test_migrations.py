@@ -11,7 +11,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, inspect
+from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from domain.runs import Run
@@ -26,7 +26,8 @@ from tests.databases import fresh_database
 
 T = TypeVar("T")
 Schema = dict[str, dict[str, Any]]
-"""Per table: its columns, primary key, foreign keys, indexes and unique constraints."""
+"""Per table: its columns, primary key, foreign keys, indexes and unique constraints; on PostgreSQL, "(functions)":
+our functions' definitions."""
 
 
 def _revisions() -> list[tuple[str, str | None]]:
@@ -67,7 +68,21 @@ def _schema(connection: Connection) -> Schema:
         }
         for table in found.get_table_names()
         if table != "alembic_version"
-    }
+    } | _functions(connection)
+
+
+_FUNCTIONS = text(
+    "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+    " WHERE n.nspname = current_schema() AND p.proname LIKE 'threadline%'"
+)
+
+
+def _functions(connection: Connection) -> Schema:
+    """Our functions' definitions, on PostgreSQL (SQLite has none): a revision may change them alone."""
+    if connection.dialect.name != "postgresql":
+        return {}
+    definitions = sorted(tuple(row) for row in connection.execute(_FUNCTIONS))
+    return {"(functions)": {"definitions": definitions}} if definitions else {}
 
 
 def _current(connection: Connection) -> set[str]:

@@ -1,7 +1,8 @@
 """Worker mode's gaps, on PostgreSQL: a run taken over from a lost worker goes back to the queue fenced off
 from that worker (which may be silent rather than dead); a process whose link to the others was down still
 gives its followers the events stored meanwhile; a follower that reads from storage an event stored after text
-deltas still on their way gets the deltas; a run is stored queued only with its job."""
+deltas still on their way gets the deltas; a run is stored queued only with its job; an admission holding its
+organization's lock does not hold up the organization's writes."""
 
 import asyncio
 import uuid

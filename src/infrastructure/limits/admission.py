@@ -21,14 +21,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.ids import OrgId, RunId
 from domain.organizations import RunLimits, effective_limits
+from infrastructure.execution.run_queue import TASK
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.errors import translating
 
 # FOR NO KEY UPDATE: admissions of the organization wait for each other, but the writes that check a foreign key to
-# it (its runs, messages, events) do not wait for them (see migration 0021).
+# it (its threads, runs, messages, usage records...) do not wait for them (see migration 0021).
 _LIMIT = text("SELECT max_concurrent_runs FROM organizations WHERE id = :org FOR NO KEY UPDATE")
 # A run admitted, or refused (the runs ahead of it woken), in one round trip: see migration 0019, which holds the
-# admission's statements (the organization's lock, the slots held and the waiting runs ahead counted after it).
+# admission's statements (the organization's lock, FOR NO KEY UPDATE since migration 0021, and the slots held and
+# the waiting runs ahead counted after it).
 _ADMIT_RUN = text("SELECT admitted, request_id FROM threadline_admit_run(:org, :run, :default_limit)")
 # The slots held, the waiting runs and their wake below are also written in migration 0019's threadline_admit_run
 # (the admission's side, in SQL): a change to one is made to the other (in a new migration).
@@ -46,11 +48,13 @@ _RELEASE = text(
     "UPDATE runs SET admitted_at = NULL WHERE id = :run AND status NOT IN ('queued', 'in_progress') RETURNING org_id"
 )
 # Whether a waiting run sleeps until a slot is given back: refused, its job due later. (A job just queued is due
-# already, and its workers were told: there is nothing to wake.) Asked as each run ends: it starts from the jobs due
-# later (few, and indexed: migration 0022), not from the organization's waiting runs (all of a burst's).
+# already, and its workers were told: there is nothing to wake.) Asked as each run ends: it starts from the
+# organization's run jobs due later (indexed by organization and time: migration 0022), not from its waiting runs
+# (all of a burst's); a run's id is read from a run job's arguments only (another task's job has none).
 _ANY_SLEEPING = text(
-    "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs j JOIN runs r ON r.id = CAST(j.args ->> 'run_id' AS uuid)"
-    " WHERE j.status = 'todo' AND j.scheduled_at > now()"
+    "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs j"
+    f" JOIN runs r ON r.id = CASE WHEN j.task_name = '{TASK}' THEN CAST(j.args ->> 'run_id' AS uuid) END"
+    f" WHERE j.status = 'todo' AND j.args ->> 'org_id' = :org_key AND j.scheduled_at > now() AND j.task_name = '{TASK}'"
     " AND r.org_id = :org AND r.status = 'queued' AND r.admitted_at IS NULL)"
 )
 # The oldest waiting runs' jobs.
@@ -106,7 +110,8 @@ class RunAdmission:
                     return
                 # Asked once the slot given back is committed: a run refused before that and queued again after
                 # this question wakes itself (see WorkerRuns), and sees the slot free.
-                if not (await conn.execute(_ANY_SLEEPING, {"org": released.org_id})).scalar_one():
+                sleeping = {"org": released.org_id, "org_key": str(released.org_id)}  # as run_job_args writes it
+                if not (await conn.execute(_ANY_SLEEPING, sleeping)).scalar_one():
                     return
         await self.wake(OrgId(released.org_id))
 
