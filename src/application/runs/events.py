@@ -107,9 +107,10 @@ class RunEventStream:
         for event in events:
             if event.seq > self._stored + UNSTORED_SEQS:
                 continue  # unstored, and too far past the last stored event for a successor to step over
-            if event.seq > self._stored:
+            stored = event.seq <= self._stored
+            if not stored:
                 self._unstored += 1
-            await self._bus.publish(event)
+            await self._bus.publish(event, stored=stored)
 
 
 async def store_ending(
