@@ -150,7 +150,6 @@ class Container(containers.DeclarativeContainer):
         resources.database,
         database_url=settings.provided.database_url,
         pool_size=settings.provided.database_pool_size,
-        announce_run_events=settings.provided.queued_runs,  # the events' bus is PostgreSQL's (run_event_bus)
     )
     readiness = providers.Singleton(DatabaseReadiness, engine=database.provided.engine)
     clock = providers.Singleton(SystemClock)

@@ -84,8 +84,8 @@ async def _awaited(result: Awaitable[None] | None) -> None:
         await result
 
 
-async def database(database_url: str, pool_size: int, announce_run_events: bool = False) -> AsyncIterator[Database]:
-    opened = Database(database_url, pool_size=pool_size, announce_run_events=announce_run_events)
+async def database(database_url: str, pool_size: int) -> AsyncIterator[Database]:
+    opened = Database(database_url, pool_size=pool_size)
     try:
         yield opened
     finally:

@@ -105,7 +105,7 @@ class _Deaf:
 
 
 class _DeafBus:
-    async def publish(self, event: RunEvent, *, stored: bool = True) -> None:
+    async def publish(self, event: RunEvent) -> None:
         pass
 
     async def sent(self) -> None:
@@ -186,7 +186,7 @@ class _InProgressComesLate(RecordingBus):
         super().__init__()
         self._late: RunEvent | None = None
 
-    async def publish(self, event: RunEvent, *, stored: bool = True) -> None:
+    async def publish(self, event: RunEvent) -> None:
         if event.type is RunEventType.IN_PROGRESS and self._late is None:
             self._late = event
             return

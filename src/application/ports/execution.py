@@ -33,11 +33,7 @@ class RunSubscription(Protocol):
 class RunEventBus(Protocol):
     """Delivers run events to whoever follows a run (SSE clients), in any process of the deployment."""
 
-    async def publish(self, event: RunEvent, *, stored: bool = True) -> None:
-        """`stored`: the event was committed with the run's events (as every event is but those a run's holder
-        publishes unstored: text deltas, tool progress and logs). Where events travel between processes, the
-        database announces a stored event as it commits; only unstored ones are sent by the process."""
-        ...
+    async def publish(self, event: RunEvent) -> None: ...
 
     def subscribe(self, run_id: RunId) -> AbstractAsyncContextManager[RunSubscription]:
         """Follow a run until the context is left. Entering does not wait."""

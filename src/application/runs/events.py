@@ -107,10 +107,9 @@ class RunEventStream:
         for event in events:
             if event.seq > self._stored + UNSTORED_SEQS:
                 continue  # unstored, and too far past the last stored event for a successor to step over
-            stored = event.seq <= self._stored
-            if not stored:
+            if event.seq > self._stored:
                 self._unstored += 1
-            await self._bus.publish(event, stored=stored)
+            await self._bus.publish(event)
 
 
 async def store_ending(

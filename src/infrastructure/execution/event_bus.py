@@ -44,7 +44,7 @@ class InMemoryRunEventBus:
         self._channels: dict[RunId, _Channel] = {}
         self._ended: deque[tuple[float, RunId]] = deque()
 
-    async def publish(self, event: RunEvent, *, stored: bool = True) -> None:
+    async def publish(self, event: RunEvent) -> None:
         self.deliver(event)
 
     async def sent(self) -> None:

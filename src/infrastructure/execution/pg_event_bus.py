@@ -1,21 +1,19 @@
 """Run events across the processes of a deployment, through PostgreSQL's LISTEN/NOTIFY.
 
-A stored event is announced by the database as the transaction storing it commits (a trigger on the run events,
-migration 0023, on the sessions of worker mode: persistence/engine.py): no process sends it, and every listening
-process hears it, the one that stored it too. An event published unstored (text deltas, tool progress and logs)
-is sent by its process, with NOTIFY on one connection of its own, and reaches that process's own followers at
-once; the process listens on another connection. Events heard join the in-memory bus, so a follower does not care
-where a run executes. NOTIFY payloads are limited to 8,000 bytes: a bigger event is sent in pieces that the
-listener puts back together. Notifications arrive in the order of the commits that sent them (each statement
-of the sender commits by itself), and a process sends what it published unstored of a run before it commits the
-run's next stored event (`sent`): a run's events arrive in order, but for unstored ones published while a stored
-event before them was still committing (a follower that gets an event skipping over seqs reads the skipped ones
-from storage), and those of two processes (the API process's commit storing a run lets a worker take it). Sending
-does not wait for the database: notifications queue in the process and one sender sends all that are waiting in
-one statement (one round trip for many when runs execute side by side), in the order they were published. While
-the listening connection is down, notifications are lost: once it is back, the stored events of the runs this
-process's followers follow are read again, so none of those is missed (text deltas sent meanwhile are; the
-message they built is stored).
+Each process publishes with NOTIFY on one connection of its own and listens on another. Its own events reach
+its followers at once, through the in-memory bus; events of other processes arrive through the listener and
+join the same in-memory bus, so a follower does not care where a run executes. NOTIFY payloads are limited
+to 8,000 bytes: a bigger event is sent in pieces that the listener puts back together. Notifications of one
+connection arrive in the order they were sent, and each process publishes a run's events one after the
+other, so the events one process publishes of a run arrive in order. Those of two processes may not: the API
+process that stores a run publishes its first events after the commit that lets a worker take it, so a worker's
+first events could come before them if the API process stalled right after that commit (a follower that gets
+an event skipping over seqs reads the skipped ones from storage: they were stored before they were published).
+Publishing does not wait for the database: notifications queue in the process and one sender sends all that are
+waiting in one statement (one round trip for many events when runs execute side by side), in the order they were
+published. While the listening connection is down, notifications are lost: once it is back, the stored events of
+the runs this process's followers follow are read again, so none of those is missed (text deltas sent meanwhile
+are; the message they built is stored).
 
 A follower that reads a run's history from storage may find there an event stored after text deltas (which are
 never stored) whose notifications have not reached this process yet: they would come after the history, and be
@@ -47,8 +45,7 @@ logger = logging.getLogger(__name__)
 
 CHANNEL = "threadline_run_events"
 PIECE_CHARS = 1_800
-"""Characters of an event's JSON per notification: at most 4 bytes each in UTF-8, within the 8,000-byte limit.
-(The trigger announcing stored events, migration 0023, cuts theirs so too.)"""
+"""Characters of an event's JSON per notification: at most 4 bytes each in UTF-8, within the 8,000-byte limit."""
 RECONNECT_SECONDS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
 BATCH_NOTIFICATIONS = 64
 """Notifications sent in one statement at most."""
@@ -66,8 +63,7 @@ def libpq_dsn(database_url: str) -> str:
 
 
 def encode(event: RunEvent) -> list[str]:
-    """The notifications that carry one event: `<key> <index> <count> <piece of its JSON>` (as migration 0023's
-    trigger makes them for a stored event)."""
+    """The notifications that carry one event: `<key> <index> <count> <piece of its JSON>`."""
     text = json.dumps(
         {
             "run_id": str(event.run_id),
@@ -166,9 +162,7 @@ class PostgresRunEventBus:
         if self._publisher is not None:
             await self._publisher.close()
 
-    async def publish(self, event: RunEvent, *, stored: bool = True) -> None:
-        if stored:  # announced by the database as it committed: heard here too, by a listening process
-            return
+    async def publish(self, event: RunEvent) -> None:
         if self._listening is not None:  # (a process that does not listen has no followers to give it to)
             self._local.deliver(event)  # this process's followers need no round trip
         notifications = encode(event)

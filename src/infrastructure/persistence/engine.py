@@ -33,16 +33,10 @@ class Database:
     has ended, not within it. PostgreSQL needs none of this.
     """
 
-    def __init__(self, database_url: str, *, pool_size: int = 10, announce_run_events: bool = False) -> None:
-        """`announce_run_events`: the run events stored through this engine are announced to the deployment's
-        processes as they commit (worker mode, PostgreSQL; see migration 0023 and pg_event_bus.py)."""
+    def __init__(self, database_url: str, *, pool_size: int = 10) -> None:
         self.url = database_url
         self.is_sqlite = make_url(database_url).get_backend_name() == "sqlite"
-        self.engine = (
-            _sqlite_engine(database_url)
-            if self.is_sqlite
-            else _server_engine(database_url, pool_size, announce_run_events=announce_run_events)
-        )
+        self.engine = _sqlite_engine(database_url) if self.is_sqlite else _server_engine(database_url, pool_size)
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
         self._writes = 0
         self.vector_cache = VectorCache()
@@ -75,21 +69,12 @@ def build_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
     return Database(database_url, pool_size=pool_size).engine
 
 
-ANNOUNCE_RUN_EVENTS = "threadline.announce_run_events"
-"""The setting of a session whose inserted run events are announced (NOTIFY) as they commit: migration 0023."""
-
-
-def _server_engine(database_url: str, pool_size: int, *, announce_run_events: bool = False) -> AsyncEngine:
+def _server_engine(database_url: str, pool_size: int) -> AsyncEngine:
     # No pool_pre_ping: it costs a round trip per checkout (several per run). A connection the server closed
     # (restart, pg_terminate_backend) is known closed to the driver once the event loop has read the end of
     # its socket, and is replaced at checkout below; one lost in any other way fails the statement that uses
     # it (StorageUnavailable, see errors.py), and SQLAlchemy then replaces every connection of the pool.
-    # The setting is one of the session's from its start (asyncpg's startup parameters): no statement, and no
-    # transaction that could undo it.
-    connect_args = {"server_settings": {ANNOUNCE_RUN_EVENTS: "on"}} if announce_run_events else {}
-    engine = create_async_engine(
-        database_url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800, connect_args=connect_args
-    )
+    engine = create_async_engine(database_url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
 
     @event.listens_for(engine.sync_engine, "checkout")
     def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:

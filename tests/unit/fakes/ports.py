@@ -262,7 +262,7 @@ class RecordingBus:
         self.published: list[RunEvent] = []
         self._followers: list[tuple[RunId, Subscription]] = []
 
-    async def publish(self, event: RunEvent, *, stored: bool = True) -> None:
+    async def publish(self, event: RunEvent) -> None:
         self.published.append(event)
         for run_id, follower in self._followers:
             if run_id == event.run_id:
@@ -294,8 +294,8 @@ class AfterSubscribing:
     def __init__(self, bus: RunEventBus, meanwhile: Callable[[], Awaitable[object]]) -> None:
         self._bus, self._meanwhile = bus, meanwhile
 
-    async def publish(self, event: RunEvent, *, stored: bool = True) -> None:
-        await self._bus.publish(event, stored=stored)
+    async def publish(self, event: RunEvent) -> None:
+        await self._bus.publish(event)
 
     async def sent(self) -> None:
         await self._bus.sent()
