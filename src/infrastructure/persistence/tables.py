@@ -243,6 +243,10 @@ UNFINISHED_STATUSES = tuple(status.value for status in RunStatus if not status.i
 """A run's statuses until it ends (the runs a thread may have one of)."""
 UNFINISHED = f"status IN ({', '.join(repr(status) for status in UNFINISHED_STATUSES)})"
 UNFINISHED_RUN_OF_THREAD = "uq_runs_thread_id_unfinished"
+HOLDING_SLOT = "admitted_at IS NOT NULL AND status IN ('queued', 'in_progress')"
+"""A run that holds one of its organization's slots (worker mode's admission: limits/admission.py)."""
+WAITING_FOR_SLOT = "status = 'queued' AND admitted_at IS NULL"
+"""A run that waits for a slot (or for its first admission)."""
 
 runs = Table(
     "runs",
@@ -286,6 +290,19 @@ runs = Table(
         unique=True,
         postgresql_where=text(UNFINISHED),
         sqlite_where=text(UNFINISHED),
+    ),
+    # The admission counts an organization's runs that hold a slot and those that wait ahead of a run: a few at any
+    # time, found without reading the organization's other runs (all it ever had).
+    Index(
+        "ix_runs_org_id_holding_slot", "org_id", postgresql_where=text(HOLDING_SLOT), sqlite_where=text(HOLDING_SLOT)
+    ),
+    Index(
+        "ix_runs_org_id_created_at_id_waiting_for_slot",
+        "org_id",
+        "created_at",
+        "id",
+        postgresql_where=text(WAITING_FOR_SLOT),
+        sqlite_where=text(WAITING_FOR_SLOT),
     ),
 )
 
