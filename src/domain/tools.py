@@ -41,6 +41,9 @@ class Tool:
     id: UUID | None = None
     org_id: OrgId | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    read_only: bool = False
+    """Its server says it only reads (an MCP tool's `readOnlyHint`): a call made twice changes nothing, so it may
+    begin before the step asking for it is stored."""
 
     def __post_init__(self) -> None:
         if not self.name or len(self.name) > TOOL_NAME_MAX:

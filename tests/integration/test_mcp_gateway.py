@@ -271,7 +271,10 @@ async def test_server_everything_tools_are_listed_and_called(
     gateway: SdkMcpGateway, everything_server: Everything
 ) -> None:
     target = everything_server.target
-    assert {"echo", "get-sum", "get-tiny-image"} <= {t.name for t in await gateway.list_tools(target)}
+    listed = {t.name: t for t in await gateway.list_tools(target)}
+    assert {"echo", "get-sum", "get-tiny-image"} <= set(listed)
+    # as the server marks them (readOnlyHint): echo only reads, toggling its logging changes the session
+    assert listed["echo"].read_only and not listed["toggle-simulated-logging"].read_only
     assert text_of(await gateway.call_tool(target, "echo", {"message": "hi"})) == "Echo: hi"
     total = await gateway.call_tool(target, "get-sum", {"a": 2, "b": 3})
     assert text_of(total) == "The sum of 2 and 3 is 5."

@@ -8,6 +8,7 @@ import pytest
 from application.errors import ModelUnavailable, RunNotFound
 from application.ports.execution import HANDED_BACK, INTERRUPTED
 from application.ports.llm import ModelRequest, ModelToolCall
+from application.ports.mcp import McpCallHooks, McpContentPart, McpInputRequired, McpTarget, McpToolInfo, McpToolResult
 from application.ports.native_tools import CommandSpec
 from application.ports.tracing import Level
 from application.runs.create_run import CreateRun, CreateRunCommand
@@ -24,7 +25,7 @@ from domain.runs import ClientTool, Run, RunStatus
 from domain.threads import Thread
 from domain.tools import Tool, ToolType
 from tests.unit.fakes.app import FakeApp, admin
-from tests.unit.fakes.ports import NOW, Commands, Hold, answer, call, calls
+from tests.unit.fakes.ports import NOW, Commands, FakeGateway, Hold, answer, call, calls
 
 COMMANDS = Commands(CommandSpec(name="deploy", description="Deploy"), CommandSpec(name="check", description="Check"))
 
@@ -393,6 +394,133 @@ async def test_a_run_cancelled_while_its_tool_results_are_stored_ends_after_them
     assert [m.role for m in await history(app, thread)] == [MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL]
     events = [e.type.value for e in app.bus.published if e.run_id == run.id and e.type.value != "message.delta"]
     assert events[-2:] == ["tool_call.completed", "run.cancelled"]
+
+
+class LookupServer(FakeGateway):
+    """An MCP server with one tool, `lookup`, marked read-only or not; a call notes what the thread had stored
+    when it began, and waits for `answering` when given."""
+
+    def __init__(self, *, read_only: bool, answering: asyncio.Event | None = None) -> None:
+        info = McpToolInfo(name="lookup", description="Look up", input_schema={"type": "object"}, read_only=read_only)
+        found = McpToolResult(parts=(McpContentPart(type="text", text="found"),), structured=None, is_error=False)
+        super().__init__(tools=[info], result=found)
+        self.answering, self.began = answering, asyncio.Event()
+        self.stored_when_called: list[list[MessageRole]] = []
+        self.thread: Thread | None = None
+        self.app: FakeApp | None = None
+        self.cancelled = False
+
+    async def call_tool(
+        self, target: McpTarget, name: str, arguments: Any, hooks: McpCallHooks = McpCallHooks()
+    ) -> McpToolResult | McpInputRequired:
+        assert self.app is not None and self.thread is not None
+        self.stored_when_called.append([m.role for m in await history(self.app, self.thread)])
+        self.began.set()
+        try:
+            if self.answering is not None:
+                await self.answering.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return await super().call_tool(target, name, arguments, hooks)
+
+
+async def lookup_run(server: LookupServer) -> tuple[FakeApp, Thread, Run]:
+    app = FakeApp(gateway=server)
+    org = await app.organization()
+    integration = await app.integration(org, slug="memo")
+    agent = await app.agent(org, mcp_integration_ids=(integration.id,))
+    thread = await app.thread(agent)
+    server.app, server.thread = app, thread
+    return app, thread, await start(app, agent, thread)
+
+
+def step_stored_later(app: FakeApp) -> asyncio.Event:
+    """The commit of the step that asks for the tool call (the one after the first model call) waits for the
+    event returned."""
+    writes = asyncio.Event()
+
+    async def first_call(_request: ModelRequest) -> None:
+        if len(app.model.requests) == 1:
+            app.store.commit_waits = writes
+
+    app.model.before = first_call
+    return writes
+
+
+async def test_a_tool_that_only_reads_is_called_while_its_step_is_stored() -> None:
+    """The call begins before the step asking for it is stored (it waits for nothing the call does); what the run
+    tells of the call still comes after the step's events."""
+    server = LookupServer(read_only=True)
+    app, thread, run = await lookup_run(server)
+    app.model.then(calls(call("memo__lookup")), answer("Found it"))
+    writes = step_stored_later(app)
+
+    async def release_when_called() -> None:
+        await server.began.wait()
+        writes.set()
+
+    releasing = asyncio.create_task(release_when_called())
+    async with asyncio.timeout(10):  # a call made only once the step is stored would never begin
+        done = await app.execute_run().execute(run.org_id, run.id)
+    await releasing
+
+    assert status(done) is RunStatus.COMPLETED
+    assert server.stored_when_called == [[MessageRole.USER]]
+    roles = [m.role for m in await history(app, thread)]
+    assert roles == [MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL, MessageRole.ASSISTANT]
+    told = [e for e in app.bus.published if e.run_id == run.id and e.type.value != "message.delta"]
+    assert [e.type.value for e in told][-3:] == ["tool_call.started", "tool_call.completed", "run.completed"]
+    assert [e.seq for e in told] == sorted(e.seq for e in told)
+
+
+async def test_a_tool_that_may_change_things_is_called_once_its_step_is_stored() -> None:
+    server = LookupServer(read_only=False)
+    app, _thread, run = await lookup_run(server)
+    app.model.then(calls(call("memo__lookup")), answer("Found it"))
+    done = await app.execute_run().execute(run.org_id, run.id)
+    assert status(done) is RunStatus.COMPLETED
+    assert server.stored_when_called == [[MessageRole.USER, MessageRole.ASSISTANT]]
+
+
+async def test_a_step_that_cannot_be_stored_stops_the_read_only_call_begun_beside_it() -> None:
+    server = LookupServer(read_only=True, answering=asyncio.Event())  # the call never answers by itself
+    app, thread, run = await lookup_run(server)
+    app.model.then(calls(call("memo__lookup")), answer("never asked"))
+    writes = step_stored_later(app)
+    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    async with asyncio.timeout(10):
+        await server.began.wait()
+        app.store.failing_commits = 1
+        writes.set()
+        failed = await task
+
+    assert status(failed) is RunStatus.FAILED and failed.error is not None
+    assert failed.error.code == "storage_unavailable"
+    assert server.cancelled
+    assert "tool_call.completed" not in app.bus.types(run.id)
+    assert [m.role for m in await history(app, thread)] == [MessageRole.USER]
+
+
+async def test_a_cancel_asked_while_the_model_thinks_stops_the_read_only_call_begun_beside_its_answer() -> None:
+    server = LookupServer(read_only=True, answering=asyncio.Event())  # a call begun never answers by itself
+    app, thread, run = await lookup_run(server)
+    hold = Hold()
+    app.model.then(hold, calls(call("memo__lookup")))
+    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    async with asyncio.timeout(10):
+        await hold.received.wait()
+        async with app.uow as uow:  # as CancelRun does for a run that executes elsewhere
+            await uow.runs.request_cancel(run.org_id, run.id)
+            await uow.commit()
+        hold.release.set()
+        cancelled = await task
+
+    assert status(cancelled) is RunStatus.CANCELLED
+    assert server.cancelled or not server.began.is_set()
+    assert app.bus.types(run.id)[-1] == "run.cancelled"
+    assert "tool_call.completed" not in app.bus.types(run.id)
+    assert [m.role for m in await history(app, thread)] == [MessageRole.USER, MessageRole.ASSISTANT]
 
 
 async def test_cancelling_the_task_during_the_model_call_cancels_the_run(app: FakeApp) -> None:

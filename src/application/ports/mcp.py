@@ -36,6 +36,8 @@ class McpToolInfo:
     description: str
     input_schema: Mapping[str, Any]
     title: str | None = None
+    read_only: bool = False
+    """The server says the tool does not change its environment (its `readOnlyHint` annotation)."""
 
 
 @dataclass(frozen=True, kw_only=True)

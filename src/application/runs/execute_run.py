@@ -2,7 +2,7 @@
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Protocol
 
 from application.errors import LeaseLost, ModelError, StorageUnavailable
@@ -41,8 +41,9 @@ class RunExecution(Protocol):
 class ExecuteRun:
     """Runs a queued (or resumed) run, step by step, until it completes, fails, is cancelled or waits for the
     client's tool results. A step is one model call and the tool calls it asks for; each step is stored before
-    anything of the next is (its tool results beside the next model call: see RunRecorder), and no transaction
-    is open during a model or tool call."""
+    anything of the next is (its tool results beside the next model call: see RunRecorder), and before its tool
+    calls begin unless they only read (they begin as it is stored), and no transaction is open during a model or
+    tool call."""
 
     def __init__(
         self,
@@ -182,11 +183,42 @@ class ExecuteRun:
             answer = await self._answer(state)
         except ModelError as error:
             return await self._recorder.fail(state, error.code, error.detail)
+        calls = answer.response.tool_calls
+        if calls and state.tools.only_read(c.name for c in calls):
+            return await self._while_stored(state, answer, calls)
         outcome = await self._recorder.record_answer(state, answer)
         if outcome is not StepOutcome.CONTINUE:
             return outcome
-        calls = answer.response.tool_calls
         return await self._recorder.record_tool_results(state, calls, await self._tools(state, calls))
+
+    async def _while_stored(self, state: RunState, answer: ModelAnswer, calls: Sequence[ModelToolCall]) -> StepOutcome:
+        """Tool calls that only read (their servers say so) begin while the step asking for them is stored: a
+        process that stops in between leaves the step unstored, and the calls are made again (they read again)
+        when the run goes on. What they tell the run's followers waits for the step's events (see ToolCalls); if
+        the step does not go on (cancelled meanwhile, or not stored), they are cancelled."""
+        recording = asyncio.ensure_future(self._recorder.record_answer(state, answer))
+        going_on = asyncio.get_running_loop().create_future()
+
+        def settled(recorded: "asyncio.Future[StepOutcome]") -> None:
+            # (the first callback of `recording`: the calls' events wait for this, never for `recording` itself)
+            if not recorded.cancelled() and recorded.exception() is None and recorded.result() is StepOutcome.CONTINUE:
+                going_on.set_result(None)
+            else:
+                going_on.cancel()
+
+        recording.add_done_callback(settled)
+        calling = asyncio.ensure_future(self._tools(state, calls, after=going_on))
+        try:
+            outcome = await recording
+            if outcome is not StepOutcome.CONTINUE:
+                return outcome
+            results = await calling
+        finally:
+            if not calling.done():
+                calling.cancel()  # the step stopped the run, was not stored, or this task was cancelled
+            elif not calling.cancelled():
+                calling.exception()  # seen: when the step failed too, its failure is the one raised
+        return await self._recorder.record_tool_results(state, calls, results)
 
     async def _answer(self, state: RunState) -> ModelAnswer:
         """The model's answer. The last step's tool results may still be being stored (the model reads them from

@@ -28,6 +28,7 @@ def tool_info(tool: types.Tool) -> McpToolInfo:
         title=tool.title,
         description=tool.description or "",
         input_schema=tool.input_schema or {"type": "object", "properties": {}},
+        read_only=bool(tool.annotations is not None and tool.annotations.read_only_hint),
     )
 
 

@@ -69,6 +69,10 @@ class AssembledTools:
         tool = self.get(name)
         return tool is not None and not tool.executable
 
+    def only_read(self, names: Iterable[str]) -> bool:
+        """Whether every one of these tools only reads (see Tool.read_only)."""
+        return all((tool := self.get(name)) is not None and tool.read_only for name in names)
+
     @property
     def names(self) -> list[str]:
         return [t.name for t in self.tools]
@@ -231,6 +235,7 @@ def _offer_mcp_tools(item: _Discovered, offer: _Offer) -> None:
                 parameters=remote.input_schema,
                 type=ToolType.MCP_TOOL,
                 metadata={"integration_id": str(item.integration.id), "tool_name": remote.name},
+                read_only=remote.read_only,
             )
         )
 

@@ -55,9 +55,18 @@ class ToolCalls:
     ) -> None:
         self._handlers, self._limits, self._questions = handlers, limits, questions
 
-    async def __call__(self, state: RunState, calls: Sequence[ModelToolCall]) -> StepResults:
+    async def __call__(
+        self, state: RunState, calls: Sequence[ModelToolCall], *, after: "asyncio.Future[None] | None" = None
+    ) -> StepResults:
+        """`after`: the calls begin while the step asking for them is being stored (they only read); what they
+        tell the run's followers (progress, logs, results) and the questions they ask wait until it is, and are
+        never told if it does not go on (`after` cancelled or failed: the calls are being cancelled)."""
         completed: list[RunEvent] = []
         context = state.tool_context
+
+        async def stored() -> None:
+            if after is not None:
+                await asyncio.shield(after)  # numbered after the step's events, told after them
 
         async def one(call: ModelToolCall) -> ToolOutcome:
             reports = _ProgressReports()
@@ -65,6 +74,7 @@ class ToolCalls:
             async def progress(value: float, total: float | None, message: str | None) -> None:
                 payload = ToolCallProgress(tool_call_id=call.id, progress=value, total=total, message=message)
                 if reports.tells(payload):
+                    await stored()
                     await state.events.publish(state.events.make(payload))
 
             logged = 0
@@ -75,6 +85,7 @@ class ToolCalls:
                 if logged > LOGS_PER_CALL:
                     return  # a chatty tool: its result still comes
                 payload = ToolCallLog(tool_call_id=call.id, level=level, logger=logger, data=_bounded(data))
+                await stored()
                 await state.events.publish(state.events.make(payload))
 
             ask = None
@@ -82,11 +93,13 @@ class ToolCalls:
                 questions = self._questions
 
                 async def ask(question: McpQuestion) -> McpAnswer:
+                    await stored()  # (it stores the question)
                     return await questions.ask(state, call.id, call.name, question)
 
             answered = tuple(q for q in state.run.answered_questions if q.tool_call_id == call.id)
             hooks = replace(context, progress=progress, log=log, answered=answered, ask=ask)
             outcome = await self._call(call, state, hooks)
+            await stored()
             if (superseded := reports.untold()) is not None:  # how far the call got, before it ends
                 await state.events.publish(state.events.make(superseded))
             if not outcome.waits:
