@@ -215,8 +215,11 @@ class ExecuteRun:
             results = await calling
         finally:
             if not calling.done():
-                calling.cancel()  # the step stopped the run, was not stored, or this task was cancelled
-            elif not calling.cancelled():
+                # The step stopped the run, was not stored, or this task was cancelled: the calls stop, and what
+                # they publish as they stop comes before whatever ends the run.
+                calling.cancel()
+                await asyncio.wait((calling,))
+            if not calling.cancelled():
                 calling.exception()  # seen: when the step failed too, its failure is the one raised
         return await self._recorder.record_tool_results(state, calls, results)
 

@@ -8,7 +8,7 @@ After each write, the durable state of a run is:
   on the run; then either the run ended (completed, or cancelled when a cancel was asked meanwhile) or each
   tool call has a tool_call.started event. Tool calls that only read (their servers say so) begin as this
   is being stored, not after (ExecuteRun): a process that stops before it is stored leaves the run as it was
-  before the model call, and those calls are made again with the next one.
+  before the model call, which is made again (and may ask for those calls again).
 - `record_tool_results`: the step's tool results are the thread's last message, in call order, each with a
   tool_call.completed event; the run is in_progress (its next step calls the model) or requires_action
   (it waits for the results of the client's tools). When the run goes on, they are stored beside its next model

@@ -60,21 +60,25 @@ class ToolCalls:
     ) -> StepResults:
         """`after`: the calls begin while the step asking for them is being stored (they only read); what they
         tell the run's followers (progress, logs, results) and the questions they ask wait until it is, and are
-        never told if it does not go on (`after` cancelled or failed: the calls are being cancelled)."""
+        never told if it does not go on (`after` cancelled: the calls are being cancelled)."""
         completed: list[RunEvent] = []
         context = state.tool_context
 
-        async def stored() -> None:
-            if after is not None:
-                await asyncio.shield(after)  # numbered after the step's events, told after them
+        async def going_on() -> bool:
+            """Whether the step asking for the calls is stored and the run goes on (what they tell is numbered
+            after the step's events, and told after them). The hooks that ask this may run in a task of the MCP
+            client's session, which other calls share: they must not raise a cancellation into it."""
+            if after is None:
+                return True
+            await asyncio.wait((after,))
+            return not after.cancelled()
 
         async def one(call: ModelToolCall) -> ToolOutcome:
             reports = _ProgressReports()
 
             async def progress(value: float, total: float | None, message: str | None) -> None:
                 payload = ToolCallProgress(tool_call_id=call.id, progress=value, total=total, message=message)
-                if reports.tells(payload):
-                    await stored()
+                if reports.tells(payload) and await going_on():
                     await state.events.publish(state.events.make(payload))
 
             logged = 0
@@ -85,21 +89,23 @@ class ToolCalls:
                 if logged > LOGS_PER_CALL:
                     return  # a chatty tool: its result still comes
                 payload = ToolCallLog(tool_call_id=call.id, level=level, logger=logger, data=_bounded(data))
-                await stored()
-                await state.events.publish(state.events.make(payload))
+                if await going_on():
+                    await state.events.publish(state.events.make(payload))
 
             ask = None
             if self._questions is not None and state.live_questions:
                 questions = self._questions
 
                 async def ask(question: McpQuestion) -> McpAnswer:
-                    await stored()  # (it stores the question)
+                    if not await going_on():  # (asking stores the question) the run stops: nobody will answer
+                        return McpAnswer(action="cancel")
                     return await questions.ask(state, call.id, call.name, question)
 
             answered = tuple(q for q in state.run.answered_questions if q.tool_call_id == call.id)
             hooks = replace(context, progress=progress, log=log, answered=answered, ask=ask)
             outcome = await self._call(call, state, hooks)
-            await stored()
+            if not await going_on():
+                raise asyncio.CancelledError  # (this task is being cancelled: its step stopped the run)
             if (superseded := reports.untold()) is not None:  # how far the call got, before it ends
                 await state.events.publish(state.events.make(superseded))
             if not outcome.waits:
