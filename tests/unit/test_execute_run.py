@@ -494,29 +494,10 @@ async def test_a_tool_that_may_change_things_is_called_once_its_step_is_stored()
 
 
 async def test_a_step_that_cannot_be_stored_stops_the_read_only_call_begun_beside_it() -> None:
-    server = LookupServer(read_only=True, answering=asyncio.Event())  # the call never answers by itself
+    """The call is cancelled, and nothing of it is told: not its result, nor the progress it reported while the
+    step was being stored (from a task of the session's, into which no cancellation is raised)."""
+    server = LookupServer(read_only=True, answering=asyncio.Event(), progress=True)  # it never answers by itself
     app, thread, run = await lookup_run(server)
-    app.model.then(calls(call("memo__lookup")), answer("never asked"))
-    writes = step_stored_later(app)
-    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
-    async with asyncio.timeout(10):
-        await server.began.wait()
-        app.store.failing_commits = 1
-        writes.set()
-        failed = await task
-
-    assert status(failed) is RunStatus.FAILED and failed.error is not None
-    assert failed.error.code == "storage_unavailable"
-    assert server.cancelled
-    assert "tool_call.completed" not in app.bus.types(run.id)
-    assert [m.role for m in await history(app, thread)] == [MessageRole.USER]
-
-
-async def test_a_step_not_stored_drops_what_the_read_only_call_reported_meanwhile() -> None:
-    """A progress report that came while the step was being stored is never told (the step was not stored), and
-    the session's task that reported it is not cancelled."""
-    server = LookupServer(read_only=True, answering=asyncio.Event(), progress=True)
-    app, _thread, run = await lookup_run(server)
     app.model.then(calls(call("memo__lookup")), answer("never asked"))
     writes = step_stored_later(app)
     task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
@@ -528,8 +509,11 @@ async def test_a_step_not_stored_drops_what_the_read_only_call_reported_meanwhil
         assert server.reporting is not None
         await server.reporting  # returns: it raises nothing into the session
 
-    assert status(failed) is RunStatus.FAILED
-    assert "tool_call.progress" not in app.bus.types(run.id)
+    assert status(failed) is RunStatus.FAILED and failed.error is not None
+    assert failed.error.code == "storage_unavailable"
+    assert server.cancelled
+    assert not {"tool_call.progress", "tool_call.completed"} & set(app.bus.types(run.id))
+    assert [m.role for m in await history(app, thread)] == [MessageRole.USER]
 
 
 async def test_cancelling_the_task_while_a_read_only_call_runs_beside_its_step_cancels_both() -> None:
