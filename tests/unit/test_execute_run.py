@@ -493,16 +493,25 @@ async def test_a_tool_that_may_change_things_is_called_once_its_step_is_stored()
     assert server.stored_when_called == [[MessageRole.USER, MessageRole.ASSISTANT]]
 
 
-async def test_a_step_that_cannot_be_stored_stops_the_read_only_call_begun_beside_it() -> None:
-    """The call is cancelled, and nothing of it is told: not its result, nor the progress it reported while the
-    step was being stored (from a task of the session's, into which no cancellation is raised)."""
-    server = LookupServer(read_only=True, answering=asyncio.Event(), progress=True)  # it never answers by itself
+async def calling_beside_the_step(
+    server: LookupServer,
+) -> tuple[FakeApp, Thread, Run, asyncio.Event, "asyncio.Task[Run]"]:
+    """A run whose read-only call has begun while its step's commit waits for the event returned."""
     app, thread, run = await lookup_run(server)
     app.model.then(calls(call("memo__lookup")), answer("never asked"))
     writes = step_stored_later(app)
     task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
     async with asyncio.timeout(10):
         await server.began.wait()
+    return app, thread, run, writes, task
+
+
+async def test_a_step_that_cannot_be_stored_stops_the_read_only_call_begun_beside_it() -> None:
+    """The call is cancelled, and nothing of it is told: not its result, nor the progress it reported while the
+    step was being stored (from a task of the session's, into which no cancellation is raised)."""
+    server = LookupServer(read_only=True, answering=asyncio.Event(), progress=True)  # it never answers by itself
+    app, thread, run, writes, task = await calling_beside_the_step(server)
+    async with asyncio.timeout(10):
         app.store.failing_commits = 1
         writes.set()
         failed = await task
@@ -518,12 +527,8 @@ async def test_a_step_that_cannot_be_stored_stops_the_read_only_call_begun_besid
 
 async def test_cancelling_the_task_while_a_read_only_call_runs_beside_its_step_cancels_both() -> None:
     server = LookupServer(read_only=True, answering=asyncio.Event())
-    app, _thread, run = await lookup_run(server)
-    app.model.then(calls(call("memo__lookup")), answer("never asked"))
-    writes = step_stored_later(app)
-    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    app, _thread, run, writes, task = await calling_beside_the_step(server)
     async with asyncio.timeout(10):
-        await server.began.wait()
         task.cancel()
         writes.set()
         with pytest.raises(asyncio.CancelledError):
@@ -535,19 +540,24 @@ async def test_cancelling_the_task_while_a_read_only_call_runs_beside_its_step_c
     assert "tool_call.completed" not in app.bus.types(run.id)
 
 
+async def cancel_asked_while_the_model_thinks(app: FakeApp, run: Run, hold: Hold) -> Run:
+    """The run as it ends, its cancel asked while `hold` (a model call) waits."""
+    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+    await hold.received.wait()
+    async with app.uow as uow:  # as CancelRun does for a run that executes elsewhere
+        await uow.runs.request_cancel(run.org_id, run.id)
+        await uow.commit()
+    hold.release.set()
+    return await task
+
+
 async def test_a_cancel_asked_while_the_model_thinks_calls_no_read_only_tool() -> None:
     server = LookupServer(read_only=True)
     app, thread, run = await lookup_run(server)
     hold = Hold()
     app.model.then(hold, calls(call("memo__lookup")))
-    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
     async with asyncio.timeout(10):
-        await hold.received.wait()
-        async with app.uow as uow:  # as CancelRun does for a run that executes elsewhere
-            await uow.runs.request_cancel(run.org_id, run.id)
-            await uow.commit()
-        hold.release.set()
-        cancelled = await task
+        cancelled = await cancel_asked_while_the_model_thinks(app, run, hold)
 
     assert status(cancelled) is RunStatus.CANCELLED
     assert "tool_call.completed" not in app.bus.types(run.id)
@@ -573,13 +583,7 @@ async def test_a_cancel_asked_while_the_model_thinks_ends_the_run_after_its_answ
     hold = Hold()
     app.model.then(hold, calls(call("command__deploy")))
     _agent, thread, run = await queued(app, **commands_agent())
-    task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
-    await hold.received.wait()
-    async with app.uow as uow:  # as CancelRun does for a run that executes elsewhere
-        await uow.runs.request_cancel(run.org_id, run.id)
-        await uow.commit()
-    hold.release.set()
-    cancelled = await task
+    cancelled = await cancel_asked_while_the_model_thinks(app, run, hold)
     assert status(cancelled) is RunStatus.CANCELLED and app.commands.runs == []
     assert [m.role for m in await history(app, thread)] == [MessageRole.USER, MessageRole.ASSISTANT]
 
