@@ -8,7 +8,15 @@ import pytest
 from application.errors import ModelUnavailable, RunNotFound
 from application.ports.execution import HANDED_BACK, INTERRUPTED
 from application.ports.llm import ModelRequest, ModelToolCall
-from application.ports.mcp import McpCallHooks, McpContentPart, McpInputRequired, McpTarget, McpToolInfo, McpToolResult
+from application.ports.mcp import (
+    NO_HOOKS,
+    McpCallHooks,
+    McpContentPart,
+    McpInputRequired,
+    McpTarget,
+    McpToolInfo,
+    McpToolResult,
+)
 from application.ports.native_tools import CommandSpec
 from application.ports.tracing import Level
 from application.runs.create_run import CreateRun, CreateRunCommand
@@ -415,7 +423,7 @@ class LookupServer(FakeGateway):
         does: a cancellation raised there would end the session, which other calls share)."""
 
     async def call_tool(
-        self, target: McpTarget, name: str, arguments: Any, hooks: McpCallHooks = McpCallHooks()
+        self, target: McpTarget, name: str, arguments: Any, hooks: McpCallHooks = NO_HOOKS
     ) -> McpToolResult | McpInputRequired:
         assert self.app is not None and self.thread is not None
         self.stored_when_called.append([m.role for m in await history(self.app, self.thread)])

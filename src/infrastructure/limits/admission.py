@@ -24,6 +24,7 @@ from domain.organizations import RunLimits, effective_limits
 from infrastructure.execution.run_queue import TASK
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.errors import translating
+from infrastructure.persistence.tables import HOLDING_SLOT
 
 # FOR NO KEY UPDATE: admissions of the organization wait for each other, but the writes that check a foreign key to
 # it (its threads, runs, messages, usage records...) do not wait for them (see migration 0021).
@@ -34,12 +35,12 @@ _LIMIT = text("SELECT max_concurrent_runs FROM organizations WHERE id = :org FOR
 _ADMIT_RUN = text("SELECT admitted, request_id FROM threadline_admit_run(:org, :run, :default_limit)")
 # The slots held, the waiting runs and their wake below are also written in migration 0019's threadline_admit_run
 # (the admission's side, in SQL): a change to one is made to the other (in a new migration).
-# The slots held in the organization: its runs admitted and queued or in progress.
-_HOLDING_COUNT = (
-    "SELECT count(*) FROM runs WHERE org_id = :org AND admitted_at IS NOT NULL AND status IN ('queued', 'in_progress')"
-)
+# The slots held in the organization: its runs admitted and queued or in progress (the predicate of their index,
+# which the query must imply for the index to serve it).
+_HOLDING_COUNT = f"SELECT count(*) FROM runs WHERE org_id = :org AND {HOLDING_SLOT}"
 _HOLDING = text(_HOLDING_COUNT)
-# The organization's runs that wait for a slot (queued, not admitted) with their job (`j`) in the queue.
+# The organization's runs that wait for a slot (queued, not admitted: tables.WAITING_FOR_SLOT, the predicate of
+# their index, here with the runs' alias) with their job (`j`) in the queue.
 _WAITING_JOBS = (
     "runs r JOIN procrastinate_jobs j ON j.queueing_lock = CAST(r.id AS text) AND j.status = 'todo'"
     " WHERE r.org_id = :org AND r.status = 'queued' AND r.admitted_at IS NULL"
