@@ -142,6 +142,7 @@ def worker(
 
     container = Container()
     container.follows_runs.override(False)  # its runs' followers are served by the API processes
+    container.serves_requests.override(False)
     settings = container.settings()
     configure_logging(settings.log_level, settings.log_format)
     sys.setswitchinterval(EVENT_LOOP_TURN_SECONDS)

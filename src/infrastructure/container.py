@@ -177,8 +177,14 @@ class Container(containers.DeclarativeContainer):
         ttl_seconds=settings.provided.api_key_cache_seconds,
         stamp=providers.Callable(revocation_stamp, settings.provided.database_url),
     )
+    # What this process hears from the others (on PostgreSQL): one listening connection for all of it.
+    notices = providers.Resource(resources.notices, settings)
+    serves_requests = providers.Object(True)
+    """Whether this process serves HTTP requests (a worker does not: it verifies no API key)."""
     # Keys revoked through any process are forgotten at once by this one's verified keys.
-    key_revocations = providers.Resource(resources.key_revocations, settings=settings, keys=verified_keys)
+    key_revocations = providers.Resource(
+        resources.key_revocations, keys=verified_keys, notices=notices, serves_requests=serves_requests
+    )
     authenticate_api_key = providers.Factory(
         AuthenticateApiKey,
         uow=uow,
@@ -319,7 +325,7 @@ class Container(containers.DeclarativeContainer):
     tracer = providers.Resource(resources.tracer, settings)
     follows_runs = providers.Object(True)
     """Whether this process serves followers of runs (a worker does not: it only sends its runs' events)."""
-    run_event_bus = providers.Resource(resources.run_event_bus, settings, listening=follows_runs)
+    run_event_bus = providers.Resource(resources.run_event_bus, settings, notices, listening=follows_runs)
     commands = providers.Singleton(OperatorCommandRunner.from_file, settings.provided.commands_file)
     web_search = providers.Singleton(SearxngWebSearch, settings.provided.search_url)
     code_sandbox = providers.Singleton(SubprocessPythonSandbox, settings.provided.code_execution_enabled)
@@ -492,11 +498,7 @@ class Container(containers.DeclarativeContainer):
     )
     # Integration and publishing changes reach this process's MCP state (on PostgreSQL, those of any process).
     catalog_changes = providers.Resource(
-        resources.catalog_changes,
-        settings=settings,
-        database=database,
-        gateway=mcp_gateway,
-        publishing=publishing_server,
+        resources.catalog_changes, database=database, gateway=mcp_gateway, publishing=publishing_server, notices=notices
     )
     mcp_endpoint = providers.Singleton(
         McpEndpoint,

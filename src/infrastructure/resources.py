@@ -45,6 +45,7 @@ from infrastructure.tracing import LangfuseTracer, NoopTracer
 
 if TYPE_CHECKING:
     from infrastructure.execution.job_queue import Execute, WorkerRuns
+    from infrastructure.execution.pg_listener import Notices
 
 
 class Background(providers.Resource[Any]):
@@ -210,7 +211,24 @@ async def run_executor(
             await executor.shutdown(grace_seconds=settings.shutdown_grace_seconds)
 
 
-async def run_event_bus(settings: Settings, listening: bool = True) -> AsyncIterator[RunEventBus]:
+async def notices(settings: Settings) -> AsyncIterator["Notices | None"]:
+    """On PostgreSQL, the process's listening connection, one for all the channels it listens to (see
+    pg_listener.py); None on SQLite."""
+    if make_url(settings.database_url).get_backend_name() != "postgresql":
+        yield None
+        return
+    from infrastructure.execution.pg_listener import Notices
+
+    listening = Notices(settings.database_url)
+    try:
+        yield listening
+    finally:
+        await listening.close()
+
+
+async def run_event_bus(
+    settings: Settings, notices: "Notices | None", listening: bool = True
+) -> AsyncIterator[RunEventBus]:
     """In worker mode, events travel between processes through PostgreSQL; else they stay in this one. A
     process that serves no followers (`listening` False: a worker) only sends: it does not receive every event
     of the deployment's other processes."""
@@ -219,7 +237,7 @@ async def run_event_bus(settings: Settings, listening: bool = True) -> AsyncIter
         return
     from infrastructure.execution.pg_event_bus import PostgresRunEventBus
 
-    bus = PostgresRunEventBus(settings.database_url, listening=listening)
+    bus = PostgresRunEventBus(settings.database_url, listening=listening, notices=notices)
     await bus.start()
     try:
         yield bus
@@ -228,11 +246,11 @@ async def run_event_bus(settings: Settings, listening: bool = True) -> AsyncIter
 
 
 async def catalog_changes(
-    settings: Settings, database: Database, gateway: McpGateway, publishing: PublishingServer
+    database: Database, gateway: McpGateway, publishing: PublishingServer, notices: "Notices | None"
 ) -> AsyncIterator[None]:
     """MCP catalog changes reach this process: on PostgreSQL those made through any process (see
     pg_catalog_changes.py), else those made by this one (local_catalog_changes.py)."""
-    if make_url(settings.database_url).get_backend_name() != "postgresql":
+    if notices is None:
         local = LocalCatalogChanges(database.engine, publishing.catalog_changed, publishing.sources_changed)
         try:
             yield
@@ -242,25 +260,22 @@ async def catalog_changes(
     from infrastructure.execution.pg_catalog_changes import CatalogChangeListener
 
     listener = CatalogChangeListener(
-        settings.database_url,
-        forget=gateway.forget,
-        published=publishing.catalog_changed,
-        sources_changed=publishing.sources_changed,
+        forget=gateway.forget, published=publishing.catalog_changed, sources_changed=publishing.sources_changed
     )
-    await listener.start()
-    try:
-        yield
-    finally:
-        await listener.close()
+    await notices.listen(listener)
+    yield
 
 
-async def key_revocations(settings: Settings, keys: VerifiedKeyCache) -> AsyncIterator[None]:
+async def key_revocations(
+    keys: VerifiedKeyCache, notices: "Notices | None", serves_requests: bool = True
+) -> AsyncIterator[None]:
     """Verified API keys are trusted only while revocations reach them: on PostgreSQL, through the listener
     (see key_revocations.py); on SQLite, through the file next to the database to which a process revoking a key
     adds a line (the command line's `threadline keys revoke` included; see verified_keys.py). A database in
-    memory has no such file: each request reads its key."""
-    if make_url(settings.database_url).get_backend_name() != "postgresql":
-        if keys.stamp is not None:
+    memory has no such file: each request reads its key. A process that serves no requests (a worker) verifies
+    no key: it does not listen."""
+    if notices is None or not serves_requests:
+        if notices is None and keys.stamp is not None:
             keys.trust()
         try:
             yield
@@ -269,12 +284,11 @@ async def key_revocations(settings: Settings, keys: VerifiedKeyCache) -> AsyncIt
         return
     from infrastructure.security.key_revocation_listener import KeyRevocationListener
 
-    listener = KeyRevocationListener(settings.database_url, keys)
-    await listener.start()
+    await notices.listen(KeyRevocationListener(keys))
     try:
         yield
     finally:
-        await listener.close()
+        keys.distrust()
 
 
 async def template_files(**settings: Any) -> AsyncIterator[TemplateFileRegistry]:

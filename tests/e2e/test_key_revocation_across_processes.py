@@ -117,9 +117,10 @@ async def _listeners(connection: AsyncConnection) -> set[int]:
     await connection.rollback()  # a fresh snapshot of pg_stat_activity
     found = await connection.execute(
         text(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = :listen AND state = 'idle'"
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE :listen AND state = 'idle'"
         ),
-        {"listen": f"LISTEN {CHANNEL}"},
+        {"listen": f"%LISTEN {CHANNEL}%"},  # (a process listens to all its channels in one statement)
     )
     return {int(pid) for pid in found.scalars()}
 

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,10 @@ import httpx
 import psycopg
 import pytest
 
-from infrastructure.execution.pg_event_bus import CHANNEL, libpq_dsn
+from infrastructure.execution import pg_catalog_changes
+from infrastructure.execution.pg_event_bus import CHANNEL
+from infrastructure.execution.pg_listener import libpq_dsn
+from infrastructure.security import key_revocations
 from tests.conftest import Tenant
 from tests.databases import POSTGRES_URL, backend, off_the_loop, postgres_database
 from tests.e2e.runs import sse_events
@@ -175,6 +179,24 @@ async def test_readiness_reports_the_job_queue(deployment: Deployment) -> None:
         ready = await b.get("/readyz")
     assert ready.status_code == 200
     assert ready.json() == {"status": "ready", "queue": {"workers": 2, "queued_runs": 0}}
+
+
+async def test_each_process_listens_on_one_connection_and_a_worker_for_new_jobs_on_one_more(
+    deployment: Deployment,
+) -> None:
+    """PostgreSQL wakes every listening connection of the database for each notification a run sends: an API replica
+    hears run events, catalog changes and key revocations on one connection; a worker catalog changes on one, and
+    new jobs on its job queue's."""
+    async with await psycopg.AsyncConnection.connect(libpq_dsn(deployment.env["THREADLINE_DATABASE_URL"])) as admin:
+        found = await admin.execute(
+            "SELECT query FROM pg_stat_activity WHERE query LIKE %s AND datname = current_database()", ("LISTEN %",)
+        )
+        statements = [str(row[0]) for row in await found.fetchall()]
+    job_queues = [statement for statement in statements if "procrastinate" in statement]
+    ours = Counter(frozenset(re.findall(r"LISTEN (\w+)", s)) for s in statements if s not in job_queues)
+    api = frozenset({CHANNEL, pg_catalog_changes.CHANNEL, key_revocations.CHANNEL})
+    assert ours == {api: 2, frozenset({pg_catalog_changes.CHANNEL}): 2}
+    assert len(job_queues) == 2
 
 
 async def test_cancel_through_one_replica_stops_the_run_a_worker_holds(deployment: Deployment) -> None:
@@ -427,8 +449,9 @@ async def test_a_follower_gets_the_end_of_a_run_though_its_replicas_listening_co
         )
         await asyncio.wait_for(follower.until(1, "message.delta"), 30)
         cut = await admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = %s AND datname = current_database()",
-            (f"LISTEN {CHANNEL}",),
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE query LIKE %s AND datname = current_database()",
+            (f"%LISTEN {CHANNEL}%",),  # (a process listens to all its channels in one statement)
         )
         assert len(await cut.fetchall()) >= 2  # the listening connections of the processes, replicas among them
         held.release()  # the rest of the run, published while the replicas listen again (or just after)

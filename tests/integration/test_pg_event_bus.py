@@ -11,7 +11,8 @@ import pytest
 from application.ports.execution import RunSubscription
 from domain.ids import MessageId, RunId
 from domain.run_events import MessageDelta, RunEvent, ToolCallCompleted
-from infrastructure.execution.pg_event_bus import CHANNEL, PostgresRunEventBus, libpq_dsn
+from infrastructure.execution.pg_event_bus import CHANNEL, PostgresRunEventBus
+from infrastructure.execution.pg_listener import libpq_dsn
 from tests.databases import backend
 
 pytestmark = pytest.mark.skipif(

@@ -26,7 +26,8 @@ from domain.run_events import MessageDelta, RunEvent, RunInProgress
 from domain.runs import Run, RunStatus
 from infrastructure.container import Container
 from infrastructure.execution import job_queue, run_queue
-from infrastructure.execution.pg_event_bus import PostgresRunEventBus, libpq_dsn
+from infrastructure.execution.pg_event_bus import PostgresRunEventBus
+from infrastructure.execution.pg_listener import libpq_dsn
 from infrastructure.limits.admission import RunAdmission
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
@@ -86,7 +87,7 @@ async def test_events_stored_while_the_listening_connection_was_down_reach_the_f
 ) -> None:
     _thread, run = await queued_run(container)  # its run.created event is stored
     bus = PostgresRunEventBus(settings.database_url)
-    connect, back, listening = bus._connected_listener, asyncio.Event(), list[int]()
+    connect, back, listening = bus._notices._connected, asyncio.Event(), list[int]()
 
     async def held_back() -> psycopg.AsyncConnection[Any]:
         if listening:  # a reconnection: it waits until the test lets it
@@ -95,7 +96,7 @@ async def test_events_stored_while_the_listening_connection_was_down_reach_the_f
         listening.append(listener.info.backend_pid)
         return listener
 
-    bus._connected_listener = held_back  # type: ignore[method-assign]
+    bus._notices._connected = held_back  # type: ignore[method-assign]
     await bus.start()
     try:
         async with (

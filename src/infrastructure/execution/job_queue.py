@@ -32,7 +32,7 @@ from application.errors import StorageUnavailable
 from application.ports.execution import HANDED_BACK
 from application.request_context import current_request_id
 from domain.ids import OrgId, RunId
-from infrastructure.execution.pg_event_bus import libpq_dsn
+from infrastructure.execution.pg_listener import libpq_dsn
 from infrastructure.execution.run_queue import QUEUE, TASK, run_job_args, run_job_locks
 from infrastructure.limits.admission import RunAdmission
 from infrastructure.logging import current_run

@@ -29,17 +29,15 @@ SourcesChanged = Callable[[OrgId | None, Sequence[SourceId] | None], Awaitable[N
 
 
 class CatalogChangeListener(ChannelListener):
-    def __init__(
-        self, database_url: str, *, forget: Forget, published: Published, sources_changed: SourcesChanged
-    ) -> None:
-        super().__init__(database_url, channel=CHANNEL, what="MCP catalog changes")
+    def __init__(self, *, forget: Forget, published: Published, sources_changed: SourcesChanged) -> None:
+        super().__init__(channel=CHANNEL, what="MCP catalog changes")
         self._forget, self._published, self._sources_changed = forget, published, sources_changed
 
     async def listening_again(self) -> None:
         await self._apply(self._published(None))  # what changed meanwhile is unknown
         await self._apply(self._sources_changed(None, None))
 
-    async def received(self, payload: str) -> None:
+    async def received(self, payload: str, pid: int) -> None:
         kind, _, value = payload.partition(" ")
         try:
             if kind == "integration":

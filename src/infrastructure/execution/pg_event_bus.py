@@ -1,6 +1,7 @@
 """Run events across the processes of a deployment, through PostgreSQL's LISTEN/NOTIFY.
 
-Each process publishes with NOTIFY on one connection of its own and listens on another. Its own events reach
+Each process publishes with NOTIFY on one connection of its own and listens on its listening connection (shared
+with the process's other channels: pg_listener.py). Its own events reach
 its followers at once, through the in-memory bus; events of other processes arrive through the listener and
 join the same in-memory bus, so a follower does not care where a run executes. NOTIFY payloads are limited
 to 8,000 bytes: a bigger event is sent in pieces that the listener puts back together. Notifications of one
@@ -33,12 +34,12 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from sqlalchemy.engine import make_url
 
 from application.ports.execution import RunSubscription
 from domain.ids import RunId
 from domain.run_events import RunEvent, RunEventType
 from infrastructure.execution.event_bus import InMemoryRunEventBus
+from infrastructure.execution.pg_listener import ChannelListener, Notices, libpq_dsn
 from infrastructure.run_event_json import event_data, event_payload
 
 logger = logging.getLogger(__name__)
@@ -46,7 +47,6 @@ logger = logging.getLogger(__name__)
 CHANNEL = "threadline_run_events"
 PIECE_CHARS = 1_800
 """Characters of an event's JSON per notification: at most 4 bytes each in UTF-8, within the 8,000-byte limit."""
-RECONNECT_SECONDS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
 BATCH_NOTIFICATIONS = 64
 """Notifications sent in one statement at most."""
 FLUSH_SECONDS = 5.0
@@ -55,11 +55,6 @@ FENCE = "!"
 """What starts a fence's notification (an event's starts with its key, hex digits)."""
 FENCE_SECONDS = 2.0
 """How long `received_all` waits for its fence at most (the listening connection may be down)."""
-
-
-def libpq_dsn(database_url: str) -> str:
-    """The connection string libpq (psycopg) takes for a SQLAlchemy URL such as `postgresql+asyncpg://u@h/db`."""
-    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def encode(event: RunEvent) -> list[str]:
@@ -113,20 +108,24 @@ class _Assembly:
         return "".join(pieces)
 
 
-class PostgresRunEventBus:
-    def __init__(self, database_url: str, *, listening: bool = True) -> None:
+class PostgresRunEventBus(ChannelListener):
+    def __init__(self, database_url: str, *, listening: bool = True, notices: Notices | None = None) -> None:
         """`listening` False: this process serves no followers (a worker): it only sends, and what subscribes here
         hears nothing (a run waiting for its user's answer reads it from storage: an answer to a question asked
-        while its tool call is open is not announced)."""
+        while its tool call is open is not announced). It listens on the process's listening connection
+        (`notices`), or on one of its own."""
+        super().__init__(channel=CHANNEL, what="run events of other processes")
         self._dsn = libpq_dsn(database_url)
         self._listens = listening
+        self._own_notices = notices is None
+        self._notices = notices if notices is not None else Notices(database_url)
         self._connected = False
         """Whether the listening connection is up (a fence is not waited for while it is down)."""
+        self._closed = False
         self._local = InMemoryRunEventBus()
         self._assembly = _Assembly()
         self._publisher: psycopg.AsyncConnection[Any] | None = None
         self._publishing = asyncio.Lock()
-        self._listening: asyncio.Task[None] | None = None
         self._outbox: list[str] = []
         self._waiting = asyncio.Event()
         self._sending: asyncio.Task[None] | None = None
@@ -138,17 +137,14 @@ class PostgresRunEventBus:
     async def start(self) -> None:
         """Returns once this process listens (unless it was made not `listening`): events published from then on
         reach its followers."""
-        if not self._listens:
-            return
-        listener = await self._connected_listener()
-        self._connected = True
-        self._listening = asyncio.create_task(self._listen(listener), name="run-events-listener")
+        if self._listens:
+            await self._notices.listen(self)
 
     async def close(self) -> None:
-        if self._listening is not None:
-            self._listening.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listening
+        self._closed = True
+        if self._listens:
+            if self._own_notices:
+                await self._notices.close()
             self._connected = False
             for heard in self._fences.values():  # nothing more is heard: the fences' followers go on
                 if not heard.done():
@@ -163,7 +159,7 @@ class PostgresRunEventBus:
             await self._publisher.close()
 
     async def publish(self, event: RunEvent) -> None:
-        if self._listening is not None:  # (a process that does not listen has no followers to give it to)
+        if self._listens:  # (a process that does not listen has no followers to give it to)
             self._local.deliver(event)  # this process's followers need no round trip
         notifications = encode(event)
         self._outbox.extend(notifications)
@@ -240,37 +236,19 @@ class PostgresRunEventBus:
             self._publisher = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
         return self._publisher
 
-    async def _connected_listener(self) -> psycopg.AsyncConnection[Any]:
-        listener = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
-        await listener.execute(f"LISTEN {CHANNEL}")
-        return listener
+    def listening(self) -> None:
+        self._connected = not self._closed
 
-    async def _listen(self, listener: psycopg.AsyncConnection[Any]) -> None:
-        failures = 0
-        while True:
-            try:
-                async with listener:
-                    failures = 0
-                    self._connected = True
-                    async for notification in listener.notifies():
-                        self._received(notification.pid, notification.payload)
-            except psycopg.Error:  # whatever ended the listening (a lost connection, a protocol error...)
-                self._connected = False
-                logger.warning("the connection that receives run events of other processes was lost; reconnecting")
-            listener = await self._reconnect(failures)
-            failures += 1
+    def not_listening(self) -> None:
+        self._connected = False
 
-    async def _reconnect(self, failures: int) -> psycopg.AsyncConnection[Any]:
-        while True:
-            await asyncio.sleep(RECONNECT_SECONDS[min(failures, len(RECONNECT_SECONDS) - 1)])
-            try:
-                listener = await self._connected_listener()
-            except psycopg.OperationalError:
-                failures += 1
-                continue
-            logger.info("receiving run events of other processes again")
-            await self._catch_up()
-            return listener
+    async def listening_again(self) -> None:
+        logger.info("receiving run events of other processes again")
+        await self._catch_up()
+
+    async def received(self, payload: str, pid: int) -> None:
+        if not self._closed:
+            self._received(pid, payload)
 
     async def _catch_up(self) -> None:
         """Deliver the stored events of followed runs that were published while no one listened (read on the

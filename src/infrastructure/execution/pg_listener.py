@@ -1,6 +1,15 @@
-"""One PostgreSQL LISTEN channel, on a connection of its own that is kept open: lost, it is opened again (with
-a growing pause between attempts) for as long as the process runs. Subclasses say what a notice does, and what
-the process must do while notices may be going unseen."""
+"""What a process hears through PostgreSQL's LISTEN, on one connection of its own for all its channels (run events
+of other processes, MCP catalog changes, API key revocations), kept open: lost, it is opened again (with a growing
+pause between attempts) for as long as the process runs.
+
+One connection, not one per channel: every notification committed in the database wakes each of its listening
+connections' server processes, whichever channel they listen to (PostgreSQL reads the queue in each of them to
+find out), and a run sends several. Each listener the deployment opens costs the database that, for every
+notification of every run.
+
+A channel's listener (ChannelListener) says what a notice does, and what the process must do while notices may go
+unseen. The connection listens once a listener is added: its first listener connects it (or, failing that, it
+keeps trying in the background while the process starts all the same)."""
 
 import asyncio
 import contextlib
@@ -8,36 +17,28 @@ import logging
 from typing import Any
 
 import psycopg
-
-from infrastructure.execution.pg_event_bus import RECONNECT_SECONDS, libpq_dsn
+from sqlalchemy.engine import make_url
 
 logger = logging.getLogger(__name__)
 
+RECONNECT_SECONDS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
+"""The pauses before the attempts to connect again, the last one repeated."""
+
+
+def libpq_dsn(database_url: str) -> str:
+    """The connection string libpq (psycopg) takes for a SQLAlchemy URL such as `postgresql+asyncpg://u@h/db`."""
+    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
 
 class ChannelListener:
-    def __init__(self, database_url: str, *, channel: str, what: str) -> None:
+    """What one channel's notices do."""
+
+    def __init__(self, *, channel: str, what: str) -> None:
         """`what` names the notices in log lines ("API key revocations")."""
-        self._dsn, self._channel, self._what = libpq_dsn(database_url), channel, what
-        self._listening: asyncio.Task[None] | None = None
+        self.channel, self.what = channel, what
 
-    async def start(self) -> None:
-        """Returns once this process listens (notices committed from then on reach it), or once it failed to
-        connect: it keeps trying in the background, and the process starts all the same."""
-        try:
-            listener: psycopg.AsyncConnection[Any] | None = await self._connected()
-        except psycopg.OperationalError:
-            logger.warning("%s of other processes cannot be received yet; retrying", self._what)
-            listener = None
-        self._listening = asyncio.create_task(self._listen(listener), name=f"{self._channel}-listener")
-
-    async def close(self) -> None:
-        if self._listening is not None:
-            self._listening.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listening
-
-    async def received(self, payload: str) -> None:
-        """A notice on the channel."""
+    async def received(self, payload: str, pid: int) -> None:
+        """A notice on the channel, sent by the server process `pid`."""
         raise NotImplementedError
 
     def listening(self) -> None:
@@ -49,37 +50,113 @@ class ChannelListener:
     async def listening_again(self) -> None:
         """Listening again after the connection was lost: what was sent meanwhile is unknown."""
 
-    async def _connected(self) -> psycopg.AsyncConnection[Any]:
-        listener = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
-        try:
-            await listener.execute(f"LISTEN {self._channel}")
-        except BaseException:
-            await listener.close()
-            raise
-        self.listening()
-        return listener
 
-    async def _listen(self, listener: psycopg.AsyncConnection[Any] | None) -> None:
+class Notices:
+    """The process's listening connection, and the listeners of its channels."""
+
+    def __init__(self, database_url: str) -> None:
+        self._dsn = libpq_dsn(database_url)
+        self._listeners: dict[str, ChannelListener] = {}
+        self._connection: psycopg.AsyncConnection[Any] | None = None
+        self._listening: asyncio.Task[None] | None = None
+        self._changing = asyncio.Lock()
+
+    async def listen(self, listener: ChannelListener) -> None:
+        """Returns once the listener's notices committed from then on reach it (its `listening` was called), or
+        once connecting failed: the connection keeps trying in the background."""
+        async with self._changing:
+            if self._listening is not None:  # (the connection is not read while its channels change)
+                self._listening.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._listening
+                self._listening = None
+            self._listeners[listener.channel] = listener
+            try:
+                if self._connection is None or self._connection.closed:  # the first, or the connection was lost
+                    self._connection = None
+                    self._connection = await self._connected()
+                    for each in self._listeners.values():
+                        each.listening()
+                    for each in self._listeners.values():
+                        if each is not listener:
+                            await each.listening_again()
+                else:  # (listening to the others all along: their notices wait in the connection meanwhile)
+                    await self._connection.execute(self._statement())
+                    listener.listening()
+            except psycopg.Error:
+                logger.warning("%s of other processes cannot be received yet; retrying", listener.what)
+                if self._connection is not None:
+                    await self._connection.close()
+                    self._connection = None
+                    for each in self._listeners.values():
+                        each.not_listening()
+            self._listening = asyncio.create_task(self._listen(self._connection), name="notices-listener")
+
+    async def close(self) -> None:
+        async with self._changing:
+            if self._listening is not None:
+                self._listening.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._listening
+                self._listening = None
+            if self._connection is not None:
+                await self._connection.close()
+                self._connection = None
+
+    def _statement(self) -> str:
+        """LISTEN to every channel, in one statement (which pg_stat_activity shows as the connection's query)."""
+        return "; ".join(f"LISTEN {channel}" for channel in self._listeners)
+
+    async def _connected(self) -> psycopg.AsyncConnection[Any]:
+        connection = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+        try:
+            await connection.execute(self._statement())
+        except BaseException:
+            await connection.close()
+            raise
+        return connection
+
+    async def _listen(self, connection: psycopg.AsyncConnection[Any] | None) -> None:
         failures = 0
         while True:
-            if listener is not None:
+            if connection is not None:
+                failures = 0
                 try:
-                    async with listener:
-                        failures = 0
-                        async for notification in listener.notifies():
-                            await self.received(notification.payload)
+                    async for notification in connection.notifies():
+                        await self._received(notification)
                 except psycopg.Error:  # whatever ended the listening (a lost connection, a protocol error...)
-                    logger.warning("the connection that receives %s was lost; reconnecting", self._what)
-                finally:
-                    self.not_listening()
-            listener = await self._reconnect(failures)
+                    pass
+                logger.warning("the connection that receives %s was lost; reconnecting", self._what())
+                with contextlib.suppress(psycopg.Error):
+                    await connection.close()
+                for listener in list(self._listeners.values()):
+                    listener.not_listening()
+            connection = self._connection = await self._reconnect(failures)
             failures += 1
-            await self.listening_again()
+            for listener in list(self._listeners.values()):
+                listener.listening()
+            for listener in list(self._listeners.values()):
+                await listener.listening_again()
+
+    async def _received(self, notification: psycopg.Notify) -> None:
+        listener = self._listeners.get(notification.channel)
+        if listener is None:
+            return
+        try:
+            await listener.received(notification.payload, notification.pid)
+        except Exception:  # one channel's failure does not end the listening of the others
+            logger.exception("a notice of %s could not be handled", listener.what)
+
+    def _what(self) -> str:
+        return ", ".join(listener.what for listener in self._listeners.values())
 
     async def _reconnect(self, failures: int) -> psycopg.AsyncConnection[Any]:
         while True:
             await asyncio.sleep(RECONNECT_SECONDS[min(failures, len(RECONNECT_SECONDS) - 1)])
             try:
-                return await self._connected()
+                connection = await self._connected()
             except psycopg.OperationalError:
                 failures += 1
+                continue
+            logger.info("receiving %s again", self._what())
+            return connection

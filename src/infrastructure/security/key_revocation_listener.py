@@ -14,13 +14,9 @@ logger = logging.getLogger(__name__)
 class KeyRevocationListener(ChannelListener):
     """Verified keys are kept only while this process listens (`trust`), and none while it does not."""
 
-    def __init__(self, database_url: str, keys: VerifiedKeyCache) -> None:
-        super().__init__(database_url, channel=CHANNEL, what="API key revocations")
+    def __init__(self, keys: VerifiedKeyCache) -> None:
+        super().__init__(channel=CHANNEL, what="API key revocations")
         self._keys = keys
-
-    async def close(self) -> None:
-        self._keys.distrust()
-        await super().close()
 
     def listening(self) -> None:
         self._keys.trust()  # revocations committed from now on reach this process
@@ -28,7 +24,7 @@ class KeyRevocationListener(ChannelListener):
     def not_listening(self) -> None:
         self._keys.distrust()  # whatever ended the listening, revocations may go unseen now
 
-    async def received(self, payload: str) -> None:
+    async def received(self, payload: str, pid: int) -> None:
         kind, _, value = payload.partition(" ")
         try:
             if kind == "key":
