@@ -9,10 +9,11 @@ import psycopg
 import pytest
 
 from application.ports.execution import RunSubscription
-from domain.ids import MessageId, RunId
-from domain.run_events import MessageDelta, RunEvent, ToolCallCompleted
+from domain.ids import AgentId, MessageId, OrgId, RunId, ThreadId
+from domain.run_events import MessageDelta, RunCreated, RunEvent, ToolCallCompleted
 from infrastructure.execution.pg_event_bus import CHANNEL, PostgresRunEventBus
 from infrastructure.execution.pg_listener import libpq_dsn
+from tests import builders
 from tests.databases import backend
 
 pytestmark = pytest.mark.skipif(
@@ -52,6 +53,21 @@ async def test_events_published_by_one_process_reach_followers_of_another_in_ord
         received = await _received(follower, 200)
     assert [e.seq for e in received] == list(range(1, 201))
     assert received[41].payload == MessageDelta(message_id=MessageId(uuid.UUID(int=1)), text="word 42 ")
+
+
+async def test_a_runs_creation_is_not_sent_to_other_processes_their_followers_read_it_from_storage(
+    buses: tuple[PostgresRunEventBus, PostgresRunEventBus],
+) -> None:
+    """It is stored with the run, before another process could know of the run; sent, it would only wake every
+    listening connection of the database."""
+    api, worker = buses
+    run = builders.run(OrgId(uuid.uuid4()), ThreadId(uuid.uuid4()), AgentId(uuid.uuid4()))
+    created = RunEvent(run_id=run.id, seq=1, payload=RunCreated.of(run), created_at=datetime.now(UTC))
+    async with api.subscribe(run.id) as follower, worker.subscribe(run.id) as local:
+        await worker.publish(created)
+        await worker.publish(_delta(run.id, 2, "after it"))
+        assert [e.seq for e in await _received(follower, 1)] == [2]
+        assert [e.seq for e in await _received(local, 2)] == [1, 2]  # the publishing process's own followers
 
 
 async def test_events_published_just_before_a_process_closes_still_reach_other_processes(database_url: str) -> None:

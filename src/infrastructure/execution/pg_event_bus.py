@@ -161,6 +161,10 @@ class PostgresRunEventBus(ChannelListener):
     async def publish(self, event: RunEvent) -> None:
         if self._listens:  # (a process that does not listen has no followers to give it to)
             self._local.deliver(event)  # this process's followers need no round trip
+        if event.type is RunEventType.CREATED:
+            # Stored with the run, before any other process could know of the run: their followers read it from
+            # storage. Not sent, it wakes no listening connection of the database.
+            return
         notifications = encode(event)
         self._outbox.extend(notifications)
         self._queued += len(notifications)
