@@ -263,7 +263,10 @@ async def catalog_changes(
         forget=gateway.forget, published=publishing.catalog_changed, sources_changed=publishing.sources_changed
     )
     await notices.listen(listener)
-    yield
+    try:
+        yield
+    finally:
+        await listener.close()
 
 
 async def key_revocations(

@@ -185,18 +185,17 @@ async def test_each_process_listens_on_one_connection_and_a_worker_for_new_jobs_
     deployment: Deployment,
 ) -> None:
     """PostgreSQL wakes every listening connection of the database for each notification a run sends: an API replica
-    hears run events, catalog changes and key revocations on one connection; a worker catalog changes on one, and
-    new jobs on its job queue's."""
+    hears run events, catalog changes and key revocations on one connection; a worker catalog changes on one (and
+    new jobs on its job queue's)."""
     async with await psycopg.AsyncConnection.connect(libpq_dsn(deployment.env["THREADLINE_DATABASE_URL"])) as admin:
         found = await admin.execute(
             "SELECT query FROM pg_stat_activity WHERE query LIKE %s AND datname = current_database()", ("LISTEN %",)
         )
         statements = [str(row[0]) for row in await found.fetchall()]
-    job_queues = [statement for statement in statements if "procrastinate" in statement]
-    ours = Counter(frozenset(re.findall(r"LISTEN (\w+)", s)) for s in statements if s not in job_queues)
+    # (procrastinate's own listening connection, a worker's, is not looked at: it may have sent other queries since)
+    ours = Counter(frozenset(re.findall(r"LISTEN (\w+)", s)) for s in statements if "procrastinate" not in s)
     api = frozenset({CHANNEL, pg_catalog_changes.CHANNEL, key_revocations.CHANNEL})
     assert ours == {api: 2, frozenset({pg_catalog_changes.CHANNEL}): 2}
-    assert len(job_queues) == 2
 
 
 async def test_cancel_through_one_replica_stops_the_run_a_worker_holds(deployment: Deployment) -> None:

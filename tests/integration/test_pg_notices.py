@@ -22,10 +22,16 @@ class Recording(ChannelListener):
         self.notices: asyncio.Queue[str] = asyncio.Queue()
         self.states: list[str] = []
         self.caught_up = asyncio.Event()
+        self.holding: asyncio.Event | None = None
+        """Set: a notice's handling waits for it."""
+        self.handling = asyncio.Event()
 
     async def received(self, payload: str, pid: int) -> None:
         if self.failing:
             raise RuntimeError(payload)
+        self.handling.set()
+        if self.holding is not None:
+            await self.holding.wait()
         self.notices.put_nowait(payload)
 
     def listening(self) -> None:
@@ -82,15 +88,20 @@ async def test_every_channel_is_heard_on_one_connection(
     assert len(await _listening(admin, first.channel)) == 1
 
 
-async def test_notices_sent_while_a_channel_is_added_reach_the_channels_already_heard(
+async def test_a_notice_being_handled_when_a_channel_is_added_is_handled_to_its_end(
     notices: Notices, admin: psycopg.AsyncConnection[tuple[object, ...]]
 ) -> None:
     first, second = (Recording(channel) for channel in _channels())
+    first.holding = asyncio.Event()
     await notices.listen(first)
-    await admin.execute("SELECT pg_notify(%s, 'before')", (first.channel,))
-    await notices.listen(second)
-    await admin.execute("SELECT pg_notify(%s, 'after')", (first.channel,))
-    assert [await _next(first), await _next(first)] == ["before", "after"]
+    await admin.execute("SELECT pg_notify(%s, 'held')", (first.channel,))
+    await asyncio.wait_for(first.handling.wait(), 10)
+    adding = asyncio.create_task(notices.listen(second))
+    await asyncio.sleep(0)  # (the channel's addition waits for the notice's end)
+    first.holding.set()
+    await asyncio.wait_for(adding, 10)
+    await admin.execute("SELECT pg_notify(%s, 'next'), pg_notify(%s, 'two')", (first.channel, second.channel))
+    assert [await _next(first), await _next(first), await _next(second)] == ["held", "next", "two"]
 
 
 async def test_a_lost_connection_is_replaced_and_every_channel_heard_again(

@@ -136,7 +136,8 @@ class PostgresRunEventBus(ChannelListener):
 
     async def start(self) -> None:
         """Returns once this process listens (unless it was made not `listening`): events published from then on
-        reach its followers."""
+        reach its followers; or, when the database cannot be reached, once the listening connection is retried in
+        the background (what the followers missed meanwhile is read from storage once it is back)."""
         if self._listens:
             await self._notices.listen(self)
 

@@ -59,17 +59,15 @@ class Notices:
         self._listeners: dict[str, ChannelListener] = {}
         self._connection: psycopg.AsyncConnection[Any] | None = None
         self._listening: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()
+        """Set while the listening task waits (for a notice, or to connect again): stopped there, it loses nothing."""
         self._changing = asyncio.Lock()
 
     async def listen(self, listener: ChannelListener) -> None:
         """Returns once the listener's notices committed from then on reach it (its `listening` was called), or
         once connecting failed: the connection keeps trying in the background."""
         async with self._changing:
-            if self._listening is not None:  # (the connection is not read while its channels change)
-                self._listening.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._listening
-                self._listening = None
+            await self._stop_listening()  # (the connection is not read while its channels change)
             self._listeners[listener.channel] = listener
             try:
                 if self._connection is None or self._connection.closed:  # the first, or the connection was lost
@@ -79,7 +77,7 @@ class Notices:
                         each.listening()
                     for each in self._listeners.values():
                         if each is not listener:
-                            await each.listening_again()
+                            await self._caught_up(each)
                 else:  # (listening to the others all along: their notices wait in the connection meanwhile)
                     await self._connection.execute(self._statement())
                     listener.listening()
@@ -94,14 +92,21 @@ class Notices:
 
     async def close(self) -> None:
         async with self._changing:
-            if self._listening is not None:
-                self._listening.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._listening
-                self._listening = None
+            await self._stop_listening()
             if self._connection is not None:
                 await self._connection.close()
                 self._connection = None
+
+    async def _stop_listening(self) -> None:
+        """Once the listening task waits: a notice it handles, or a catch-up after a lost connection, goes to its
+        end first."""
+        if self._listening is None:
+            return
+        if not self._listening.done():
+            await self._idle.wait()
+            self._listening.cancel()
+        await asyncio.wait([self._listening])
+        self._listening = None
 
     def _statement(self) -> str:
         """LISTEN to every channel, in one statement (which pg_stat_activity shows as the connection's query)."""
@@ -122,21 +127,34 @@ class Notices:
             if connection is not None:
                 failures = 0
                 try:
+                    self._idle.set()
                     async for notification in connection.notifies():
+                        self._idle.clear()
                         await self._received(notification)
+                        self._idle.set()
                 except psycopg.Error:  # whatever ended the listening (a lost connection, a protocol error...)
                     pass
+                self._idle.clear()
                 logger.warning("the connection that receives %s was lost; reconnecting", self._what())
                 with contextlib.suppress(psycopg.Error):
                     await connection.close()
                 for listener in list(self._listeners.values()):
                     listener.not_listening()
+            self._idle.set()
             connection = self._connection = await self._reconnect(failures)
+            self._idle.clear()
             failures += 1
             for listener in list(self._listeners.values()):
                 listener.listening()
             for listener in list(self._listeners.values()):
-                await listener.listening_again()
+                await self._caught_up(listener)
+
+    @staticmethod
+    async def _caught_up(listener: ChannelListener) -> None:
+        try:
+            await listener.listening_again()
+        except Exception:  # one channel's failure does not end the listening of the others
+            logger.exception("%s sent while the connection was down could not be caught up", listener.what)
 
     async def _received(self, notification: psycopg.Notify) -> None:
         listener = self._listeners.get(notification.channel)
