@@ -76,14 +76,25 @@ async def _next(listener: Recording) -> str:
     return await asyncio.wait_for(listener.notices.get(), 10)
 
 
-async def test_every_channel_is_heard_on_one_connection(
-    notices: Notices, admin: psycopg.AsyncConnection[tuple[object, ...]]
-) -> None:
+async def _two_listening(notices: Notices) -> tuple[Recording, Recording]:
     first, second = (Recording(channel) for channel in _channels())
     await notices.listen(first)
     await notices.listen(second)
+    return first, second
+
+
+async def _each_hears_its_own(
+    admin: psycopg.AsyncConnection[tuple[object, ...]], first: Recording, second: Recording
+) -> None:
     await admin.execute("SELECT pg_notify(%s, 'one'), pg_notify(%s, 'two')", (first.channel, second.channel))
     assert (await _next(first), await _next(second)) == ("one", "two")
+
+
+async def test_every_channel_is_heard_on_one_connection(
+    notices: Notices, admin: psycopg.AsyncConnection[tuple[object, ...]]
+) -> None:
+    first, second = await _two_listening(notices)
+    await _each_hears_its_own(admin, first, second)
     assert await _listening(admin, first.channel) == await _listening(admin, second.channel)
     assert len(await _listening(admin, first.channel)) == 1
 
@@ -107,15 +118,12 @@ async def test_a_notice_being_handled_when_a_channel_is_added_is_handled_to_its_
 async def test_a_lost_connection_is_replaced_and_every_channel_heard_again(
     notices: Notices, admin: psycopg.AsyncConnection[tuple[object, ...]]
 ) -> None:
-    first, second = (Recording(channel) for channel in _channels())
-    await notices.listen(first)
-    await notices.listen(second)
+    first, second = await _two_listening(notices)
     [lost] = await _listening(admin, first.channel)
     await admin.execute("SELECT pg_terminate_backend(%s)", (lost,))
     await asyncio.wait_for(asyncio.gather(first.caught_up.wait(), second.caught_up.wait()), 10)
     assert first.states == second.states == ["listening", "not listening", "listening"]
-    await admin.execute("SELECT pg_notify(%s, 'one'), pg_notify(%s, 'two')", (first.channel, second.channel))
-    assert (await _next(first), await _next(second)) == ("one", "two")
+    await _each_hears_its_own(admin, first, second)
 
 
 async def test_a_channel_whose_notice_fails_leaves_the_others_heard(

@@ -248,8 +248,7 @@ class PostgresRunEventBus(ChannelListener):
         self._connected = False
 
     async def listening_again(self) -> None:
-        logger.info("receiving run events of other processes again")
-        await self._catch_up()
+        await self._catch_up()  # (the listening connection's log line says it listens again)
 
     async def received(self, payload: str, pid: int) -> None:
         if not self._closed:
