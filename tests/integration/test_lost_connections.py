@@ -1,8 +1,10 @@
 """PostgreSQL connections the server closes (a restart, pg_terminate_backend) are replaced, without a round
-trip per checkout: the next unit of work gets a working connection instead of failing."""
+trip per checkout: the next unit of work, or the job queue's next query, gets a working connection instead of
+failing."""
 
 import asyncio
 import contextlib
+import select
 from collections.abc import AsyncIterator
 from typing import Any
 from uuid import uuid4
@@ -14,6 +16,7 @@ from sqlalchemy.pool import NullPool
 
 from application.errors import StorageUnavailable
 from domain.ids import OrgId, RunId
+from infrastructure.execution import job_queue
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from tests.conftest import as_port
@@ -92,3 +95,18 @@ async def test_a_statement_sent_straight_to_the_driver_on_a_lost_connection_is_a
     replacement, _ = await _backend_of(SqlAlchemyUnitOfWork(database, read_only=True))
 
     assert replacement != pooled
+
+
+async def test_a_job_queue_connection_the_server_ended_is_replaced_as_it_is_taken(database_url: str) -> None:
+    """The job queue's pool (procrastinate's, on psycopg) checks a connection as it hands it out only when the
+    server wrote to it while it was idle: a worker's next query (a job taken or finished) still gets a working one."""
+    async with job_queue.opened(database_url, 1, 4) as app:
+        async with app.connector.pool.connection() as connection:  # the pool's one connection
+            pooled, socket = connection.info.backend_pid, connection.pgconn.socket
+        await _terminate(database_url, pooled)
+        while not select.select([socket], [], [], 0)[0]:  # noqa: ASYNC110 - until the server has ended it
+            await asyncio.sleep(0.01)
+
+        [row] = await app.connector.execute_query_all_async("SELECT pg_backend_pid() AS pid")
+
+    assert row["pid"] != pooled
