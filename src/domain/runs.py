@@ -113,6 +113,9 @@ class StepToolCall:
     type: str
     is_error: bool = False
     pending: bool = False
+    only_reads: bool = False
+    """Its tool only reads (its server says so): it began as its step was being stored, and a run resumed while it
+    was in flight makes it again (one that may change things fails as worker_lost instead)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,6 +10,7 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
+from procrastinate import PsycopgConnector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
@@ -101,6 +102,7 @@ async def test_a_job_queue_connection_the_server_ended_is_replaced_as_it_is_take
     """The job queue's pool (procrastinate's, on psycopg) checks a connection as it hands it out only when the
     server wrote to it while it was idle: a worker's next query (a job taken or finished) still gets a working one."""
     async with job_queue.opened(database_url, 1, 4) as app:
+        assert isinstance(app.connector, PsycopgConnector)
         async with app.connector.pool.connection() as connection:  # the pool's one connection
             pooled, socket = connection.info.backend_pid, connection.pgconn.socket
         await _terminate(database_url, pooled)

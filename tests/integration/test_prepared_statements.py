@@ -47,7 +47,10 @@ async def test_a_run_read_back_is_the_run_stored(container: Container) -> None:
             finish_reason="tool_calls",
             started_at=NOW,
             completed_at=NOW + timedelta(seconds=1),
-            tool_calls=(StepToolCall(id="call-1", name="pick", type="client", pending=True),),
+            tool_calls=(
+                StepToolCall(id="call-1", name="pick", type="client", pending=True),
+                StepToolCall(id="call-2", name="memo__lookup", type="mcp", only_reads=True),
+            ),
         ),
         NOW + timedelta(seconds=1),
     )

@@ -794,3 +794,31 @@ async def test_a_run_left_during_its_tool_calls_fails_as_worker_lost_without_cal
     assert app.model.requests == [] and app.commands.runs == []
     assert app.bus.types(run.id)[-1] == "run.failed"
     assert (await stored(app, run)).error == done.error
+
+
+async def test_a_run_left_during_tool_calls_that_only_read_makes_them_again_and_goes_on() -> None:
+    """Its holder stopped (here: handed back) after the step asking for a read-only call was stored, while the
+    call was open: whoever takes the run makes the call again, and the run completes."""
+    answering = asyncio.Event()
+    server = LookupServer(read_only=True, answering=answering)  # the first call does not answer
+    app, thread, run = await lookup_run(server)
+    app.model.then(calls(call("memo__lookup")), answer("Found it"))
+    async with app.bus.subscribe(run.id) as follower:
+        first = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+        async with asyncio.timeout(10):
+            while (await follower.next()).type.value != "tool_call.started":  # the step is stored
+                pass
+            await server.began.wait()
+    first.cancel(HANDED_BACK)
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert [m.role for m in await history(app, thread)] == [MessageRole.USER, MessageRole.ASSISTANT]
+
+    answering.set()
+    done = await app.execute_run().execute(run.org_id, run.id)
+
+    assert status(done) is RunStatus.COMPLETED
+    assert len(server.stored_when_called) == 2
+    roles = [m.role for m in await history(app, thread)]
+    assert roles == [MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL, MessageRole.ASSISTANT]
+    assert len(app.model.requests) == 2  # the model was not asked again for the calls

@@ -93,7 +93,7 @@ class ExecuteRun:
             storing=began.created,  # a run executing as its creation commits writes nothing before it has
         )
         try:
-            return await self._executed(state, hand_back_on_outage=hand_back_on_outage)
+            return await self._executed(state, hand_back_on_outage=hand_back_on_outage, calls_again=began.calls_again)
         except RunNotCreated:
             # It began to execute as the transaction creating it committed, and that commit failed or was cut
             # short: nothing of the execution was written or published (a commit cut short after the server made
@@ -104,10 +104,10 @@ class ExecuteRun:
             state.trace.end(level=Level.WARNING, status_message="not created")
             return state.run
 
-    async def _executed(self, state: RunState, *, hand_back_on_outage: bool) -> Run:
+    async def _executed(self, state: RunState, *, hand_back_on_outage: bool, calls_again: bool) -> Run:
         run_id = state.run.id
         try:
-            await self._loop(state)
+            await self._loop(state, calls_again=calls_again)
         except asyncio.CancelledError as cancelled:
             if HANDED_BACK in cancelled.args:
                 await self._recorder.caught_up_quietly(state)  # its job ends after the step is stored, or refused
@@ -155,13 +155,15 @@ class ExecuteRun:
             run.trace_id = trace.trace_id
         return trace
 
-    async def _loop(self, state: RunState) -> StepOutcome:
+    async def _loop(self, state: RunState, *, calls_again: bool) -> StepOutcome:
         state.tools = await self._assembler.assemble(state.agent, state.run.client_tools)
         for warning in state.tools.warnings:
             state.run.warn(warning)
         outcome = StepOutcome.CONTINUE
         if state.run.answered_questions:
             outcome = await self._carry_on(state)
+        elif calls_again:
+            outcome = await self._call_again(state)
         while outcome is StepOutcome.CONTINUE:
             outcome = await self._step(state)
         return outcome
@@ -171,6 +173,12 @@ class ExecuteRun:
         is called: it reads their results)."""
         asked = {q.tool_call_id for q in state.run.answered_questions}
         calls = [call for call in _latest_tool_calls(state) if call.id in asked]
+        return await self._recorder.record_tool_results(state, calls, await self._tools(state, calls))
+
+    async def _call_again(self, state: RunState) -> StepOutcome:
+        """The last step's tool calls, in flight when the run's previous holder stopped: each only reads, so they
+        are made again (Began.calls_again)."""
+        calls = _latest_tool_calls(state)
         return await self._recorder.record_tool_results(state, calls, await self._tools(state, calls))
 
     async def _step(self, state: RunState) -> StepOutcome:

@@ -20,8 +20,9 @@ After each write, the durable state of a run is:
 - `fail_as_stored`: the same, for the run as the database has it (after a write that failed, the run in
   memory may be ahead of it).
 So an in_progress run whose thread ends with an answer that has tool calls was stopped while those calls
-were in flight: `begin` fails it as worker_lost (the calls may have had effects); any other in_progress run
-goes on with a model call (a worker that takes over a run another one lost resumes it there). A resumed run
+were in flight: `begin` fails it as worker_lost (the calls may have had effects), unless each of them only reads
+(StepToolCall.only_reads: they are made again, `Began.calls_again`); any other in_progress run goes on with a
+model call (a worker that takes over a run another one lost resumes it there). A resumed run
 announces run.in_progress again, its events numbered past any its previous holder published without storing
 them (see RunEventStream).
 
@@ -68,6 +69,12 @@ HISTORY_LIMIT = 10_000
 WORKER_LOST = "the process executing the run stopped while its tool calls were in flight; they are not run again"
 
 
+def _only_read(run: Run) -> bool:
+    """Whether each tool call of the run's last step only reads (see StepToolCall.only_reads)."""
+    calls = run.steps[-1].tool_calls if run.steps else ()
+    return bool(calls) and all(call.only_reads for call in calls)
+
+
 def _calls_in_flight(history: Sequence[Message]) -> bool:
     """Whether the thread ends with tool calls of the model whose results were never stored."""
     last = history[-1] if history else None
@@ -88,6 +95,9 @@ class Began:
     events: RunEventStream
     summary: HistorySummary | None = None
     """The thread's summary of its oldest messages, read when the agent summarizes what requests leave out"""
+    calls_again: bool = False
+    """The thread ends with the tool calls of the run's last step, in flight when its previous holder stopped, and
+    each only reads: they are made again before the model is called (their results were never stored)."""
     created: "asyncio.Future[None] | None" = None
     """For a run that executes before the transaction creating it has committed (begin_new's `creation`): done
     once it has, failed with RunNotCreated if it did not. The execution's first write and first published event
@@ -192,7 +202,9 @@ class RunRecorder:
                 history, summary = await _context(uow, run, agent)
                 thread_messages = await _counted(uow, run, history)
             carrying_on = bool(run.answered_questions)
-            if payload is None and (run.answers_may_have_been_used if carrying_on else _calls_in_flight(history)):
+            in_flight = not carrying_on and _calls_in_flight(history)
+            calls_again = in_flight and _only_read(run)
+            if payload is None and (run.answers_may_have_been_used if carrying_on else in_flight and not calls_again):
                 # Whoever executed it stopped during its tool calls: they may have had effects, so not again.
                 run.fail(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
                 payload = run_ended(run)
@@ -211,6 +223,7 @@ class RunRecorder:
             thread_messages=thread_messages,
             events=events,
             summary=summary,
+            calls_again=calls_again,
         )
 
     def _starting(self, run: Run, agent: Agent | None) -> RunEventPayload | None:
@@ -287,7 +300,13 @@ class RunRecorder:
             started_at=answer.started_at,
             completed_at=answer.completed_at,
             tool_calls=tuple(
-                StepToolCall(id=c.id, name=c.name, type=tools.type_of(c.name), pending=tools.waits_for_client(c.name))
+                StepToolCall(
+                    id=c.id,
+                    name=c.name,
+                    type=tools.type_of(c.name),
+                    pending=tools.waits_for_client(c.name),
+                    only_reads=tools.only_read([c.name]),
+                )
                 for c in response.tool_calls
             ),
             context=_step_context(answer),

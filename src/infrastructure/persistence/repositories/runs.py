@@ -43,7 +43,14 @@ def _step_to_json(step: RunStep) -> dict[str, Any]:
         "started_at": step.started_at.isoformat(),
         "completed_at": step.completed_at.isoformat(),
         "tool_calls": [
-            {"id": c.id, "name": c.name, "type": c.type, "is_error": c.is_error, "pending": c.pending}
+            {
+                "id": c.id,
+                "name": c.name,
+                "type": c.type,
+                "is_error": c.is_error,
+                "pending": c.pending,
+                "only_reads": c.only_reads,
+            }
             for c in step.tool_calls
         ],
         "context": None if step.context is None else dataclasses.asdict(step.context),
