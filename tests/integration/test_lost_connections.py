@@ -9,6 +9,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 from uuid import uuid4
 
+import procrastinate
+import psycopg
+import psycopg_pool
 import pytest
 from procrastinate import PsycopgConnector
 from sqlalchemy import text
@@ -98,17 +101,40 @@ async def test_a_statement_sent_straight_to_the_driver_on_a_lost_connection_is_a
     assert replacement != pooled
 
 
-async def test_a_job_queue_connection_the_server_ended_is_replaced_as_it_is_taken(database_url: str) -> None:
-    """The job queue's pool (procrastinate's, on psycopg) checks a connection as it hands it out only when the
-    server wrote to it while it was idle: a worker's next query (a job taken or finished) still gets a working one."""
-    async with job_queue.opened(database_url, 1, 4) as app:
+async def _job_queue_pid(app: procrastinate.App) -> int:
+    [row] = await app.connector.execute_query_all_async("SELECT pg_backend_pid() AS pid")
+    return int(row["pid"])
+
+
+async def test_a_job_queue_connection_the_server_ended_is_replaced_as_it_is_taken(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job queue's pool (procrastinate's, on psycopg) checks a connection with a round trip as it hands it out
+    only when in doubt, e.g. when the server wrote to it while it was idle: a worker's next query (a job taken or
+    finished) still gets a working one, and one taken again soon costs no round trip more."""
+    checks: list[int] = []
+    check = psycopg_pool.AsyncConnectionPool.check_connection
+
+    async def counted(connection: psycopg.AsyncConnection[Any]) -> None:
+        checks.append(connection.info.backend_pid)
+        await check(connection)
+
+    monkeypatch.setattr(psycopg_pool.AsyncConnectionPool, "check_connection", counted)
+    async with job_queue.opened(database_url, 1, 4) as app:  # its pool has one connection
+        pooled = await _job_queue_pid(app)  # new to the pool: checked
+        assert await _job_queue_pid(app) == pooled and checks == [pooled]  # taken again at once: not checked
         assert isinstance(app.connector, PsycopgConnector)
-        async with app.connector.pool.connection() as connection:  # the pool's one connection
-            pooled, socket = connection.info.backend_pid, connection.pgconn.socket
+        async with app.connector.pool.connection() as connection:
+            socket = connection.pgconn.socket
         await _terminate(database_url, pooled)
-        while not select.select([socket], [], [], 0)[0]:  # noqa: ASYNC110 - until the server has ended it
-            await asyncio.sleep(0.01)
+        async with asyncio.timeout(10):
+            while not select.select([socket], [], [], 0)[0]:  # noqa: ASYNC110 - until the server has ended it
+                await asyncio.sleep(0.01)
 
-        [row] = await app.connector.execute_query_all_async("SELECT pg_backend_pid() AS pid")
+        replacement = await _job_queue_pid(app)
 
-    assert row["pid"] != pooled
+        monkeypatch.setattr(job_queue, "CHECK_AFTER_IDLE_SECONDS", 0)  # idle too long, now at once
+        assert await _job_queue_pid(app) == replacement
+    assert replacement != pooled
+    assert checks[:2] == [pooled, pooled]  # found ended, and replaced
+    assert checks[-1] == replacement

@@ -19,6 +19,8 @@ import logging
 import os
 import select
 import socket
+import time
+import weakref
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, Protocol
 from uuid import UUID
@@ -101,6 +103,14 @@ async def opened(database_url: str, pool_size: int, lost_seconds: float) -> Asyn
         yield app
 
 
+CHECK_AFTER_IDLE_SECONDS = 5.0
+"""A connection of the job queue's pool not taken for this long is checked with a round trip as it is taken: a peer
+gone without a word (a failover, a flow dropped by the network) leaves no sign on an idle socket. A busy worker
+takes each of its connections again well within it."""
+_TAKEN: "weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float]" = weakref.WeakKeyDictionary()
+"""When each connection of the pool was last taken (time.monotonic)."""
+
+
 def _pool(**arguments: Any) -> psycopg_pool.AsyncConnectionPool[Any]:
     """procrastinate's pool, with its connections checked as they are taken only when in doubt (`_checked`) instead
     of with a round trip each time (procrastinate's choice: two more for each job, as it is taken and finished)."""
@@ -108,15 +118,24 @@ def _pool(**arguments: Any) -> psycopg_pool.AsyncConnectionPool[Any]:
 
 
 async def _checked(connection: psycopg.AsyncConnection[Any]) -> None:
-    """A connection taken from the pool is checked with a round trip only when its server wrote to it while it was
-    idle: a server that ends a connection (a restart, pg_terminate_backend) says so, or closes it, and either makes
-    its socket readable; one with nothing to read is as its last statement left it. (One lost without a word, a
-    network cut, fails the statement that uses it, as it would have failed the check; the pool then replaces it.)"""
+    """A connection taken from the pool is checked with a round trip (a failed check: the pool takes another) when
+    it is new to the pool, idle longer than CHECK_AFTER_IDLE_SECONDS, or written to by its server while it was idle:
+    a server that ends a connection (a restart, pg_terminate_backend) says so, or closes it, and either makes its
+    socket readable. A connection taken again soon with nothing to read is as its last statement left it."""
     if connection.closed:
         raise psycopg.OperationalError("the connection is closed")
-    readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
-    if readable:
+    now = time.monotonic()
+    taken, _TAKEN[connection] = _TAKEN.get(connection), now
+    if taken is None or now - taken > CHECK_AFTER_IDLE_SECONDS or _written_to(connection):
         await psycopg_pool.AsyncConnectionPool.check_connection(connection)
+
+
+def _written_to(connection: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether the connection's socket has something to read, or was closed (poll: select takes no descriptor
+    past 1023)."""
+    poller = select.poll()
+    poller.register(connection.pgconn.socket, select.POLLIN | select.POLLERR | select.POLLHUP)
+    return bool(poller.poll(0))
 
 
 async def _autocommit(connection: psycopg.AsyncConnection[Any]) -> None:
