@@ -113,9 +113,10 @@ class StepToolCall:
     type: str
     is_error: bool = False
     pending: bool = False
-    only_reads: bool = False
-    """Its tool only reads (its server says so): it began as its step was being stored, and a run resumed while it
-    was in flight makes it again (one that may change things fails as worker_lost instead)."""
+    may_call_again: bool = False
+    """Its tool only reads (its server says so), its arguments could be read, and it was not made again yet: a run
+    resumed while every call of its step was in flight and may be made again makes them again, once (otherwise it
+    fails as worker_lost: they may have had effects)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -329,6 +330,13 @@ class Run:
             self._mark_pending({done.tool_call_id}, pending=False)
         if self.status is RunStatus.REQUIRES_ACTION and not self.required_action and not self.awaiting_input:
             self._move(RunStatus.IN_PROGRESS, now)
+
+    def calls_made_again(self) -> None:
+        """The tool calls of the last step are made again (they were in flight when the run's holder stopped): not
+        a third time, should this holder stop during them too."""
+        last = self.steps[-1]
+        calls = tuple(replace(call, may_call_again=False) for call in last.tool_calls)
+        self.steps = (*self.steps[:-1], replace(last, tool_calls=calls))
 
     @property
     def answers_may_have_been_used(self) -> bool:

@@ -49,7 +49,7 @@ async def test_a_run_read_back_is_the_run_stored(container: Container) -> None:
             completed_at=NOW + timedelta(seconds=1),
             tool_calls=(
                 StepToolCall(id="call-1", name="pick", type="client", pending=True),
-                StepToolCall(id="call-2", name="memo__lookup", type="mcp", only_reads=True),
+                StepToolCall(id="call-2", name="memo__lookup", type="mcp", may_call_again=True),
             ),
         ),
         NOW + timedelta(seconds=1),

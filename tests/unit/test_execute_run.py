@@ -1,6 +1,7 @@
 """The run loop on fakes of every port: each step's outcome, what is stored and announced, and how runs end."""
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -796,6 +797,26 @@ async def test_a_run_left_during_its_tool_calls_fails_as_worker_lost_without_cal
     assert (await stored(app, run)).error == done.error
 
 
+async def handed_back_during_its_call(app: FakeApp, server: LookupServer, run: Run) -> None:
+    """Execute the run until its read-only call is open (its step stored), then hand it back, as a stopping worker
+    does: the run stays as stored."""
+    server.began.clear()
+    async with app.bus.subscribe(run.id) as follower:
+        task = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
+        async with asyncio.timeout(10):
+            await server.began.wait()
+            while not any(e.type.value == "tool_call.started" for e in await stored_events(app, run)):
+                await follower.next()  # (the step is stored before its events are told)
+    task.cancel(HANDED_BACK)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def stored_events(app: FakeApp, run: Run) -> list[Any]:
+    async with app.uow.read_only() as uow:
+        return list(await uow.run_events.list(run.org_id, run.id))
+
+
 async def test_a_run_left_during_tool_calls_that_only_read_makes_them_again_and_goes_on() -> None:
     """Its holder stopped (here: handed back) after the step asking for a read-only call was stored, while the
     call was open: whoever takes the run makes the call again, and the run completes."""
@@ -803,22 +824,47 @@ async def test_a_run_left_during_tool_calls_that_only_read_makes_them_again_and_
     server = LookupServer(read_only=True, answering=answering)  # the first call does not answer
     app, thread, run = await lookup_run(server)
     app.model.then(calls(call("memo__lookup")), answer("Found it"))
-    async with app.bus.subscribe(run.id) as follower:
-        first = asyncio.create_task(app.execute_run().execute(run.org_id, run.id))
-        async with asyncio.timeout(10):
-            while (await follower.next()).type.value != "tool_call.started":  # the step is stored
-                pass
-            await server.began.wait()
-    first.cancel(HANDED_BACK)
-    with pytest.raises(asyncio.CancelledError):
-        await first
+    await handed_back_during_its_call(app, server, run)
+    assert server.cancelled
     assert [m.role for m in await history(app, thread)] == [MessageRole.USER, MessageRole.ASSISTANT]
 
     answering.set()
     done = await app.execute_run().execute(run.org_id, run.id)
 
     assert status(done) is RunStatus.COMPLETED
-    assert len(server.stored_when_called) == 2
+    assert len(server.stored_when_called) == 2  # made again, its step stored
+    assert server.stored_when_called[1] == [MessageRole.USER, MessageRole.ASSISTANT]
     roles = [m.role for m in await history(app, thread)]
     assert roles == [MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL, MessageRole.ASSISTANT]
     assert len(app.model.requests) == 2  # the model was not asked again for the calls
+
+
+async def test_read_only_calls_in_flight_are_made_again_once_only() -> None:
+    """A run whose holder stops during the calls made again fails as worker_lost: a call that stops every process
+    making it is not made forever."""
+    server = LookupServer(read_only=True, answering=asyncio.Event())  # no call answers
+    app, thread, run = await lookup_run(server)
+    app.model.then(calls(call("memo__lookup")), answer("never asked"))
+    await handed_back_during_its_call(app, server, run)
+    await handed_back_during_its_call(app, server, run)  # made again, and stopped again
+
+    async with asyncio.timeout(10):  # (a call made a third time would not answer)
+        done = await app.execute_run().execute(run.org_id, run.id)
+
+    assert status(done) is RunStatus.FAILED and done.error is not None and done.error.code == "worker_lost"
+    assert len(server.stored_when_called) == 2 and len(app.model.requests) == 1
+    assert [m.role for m in await history(app, thread)] == [MessageRole.USER, MessageRole.ASSISTANT]
+
+
+async def test_calls_in_flight_whose_tool_no_longer_only_reads_are_not_made_again() -> None:
+    server = LookupServer(read_only=True, answering=asyncio.Event())
+    app, _thread, run = await lookup_run(server)
+    app.model.then(calls(call("memo__lookup")), answer("never asked"))
+    await handed_back_during_its_call(app, server, run)
+    server.tools = [replace(info, read_only=False) for info in server.tools]  # its server says otherwise now
+
+    async with asyncio.timeout(10):  # (a call made again would not answer)
+        done = await app.execute_run().execute(run.org_id, run.id)
+
+    assert status(done) is RunStatus.FAILED and done.error is not None and done.error.code == "worker_lost"
+    assert len(server.stored_when_called) == 1 and len(app.model.requests) == 1

@@ -11,7 +11,7 @@ from application.ports.llm import ModelToolCall
 from application.ports.tracing import Level, RunTrace, Tracer
 from application.runs.events import RunNotCreated
 from application.runs.model_call import ModelAnswer, ModelCall
-from application.runs.recorder import Began, RunRecorder
+from application.runs.recorder import WORKER_LOST, Began, RunRecorder
 from application.runs.step import RunState, StepOutcome
 from application.runs.tools.assembly import ToolAssembler
 from application.runs.tools.calls import ToolCalls
@@ -176,9 +176,13 @@ class ExecuteRun:
         return await self._recorder.record_tool_results(state, calls, await self._tools(state, calls))
 
     async def _call_again(self, state: RunState) -> StepOutcome:
-        """The last step's tool calls, in flight when the run's previous holder stopped: each only reads, so they
-        are made again (Began.calls_again)."""
+        """The last step's tool calls, in flight when the run's previous holder stopped: each only read, so they are
+        made again (Began.calls_again), if their tools still only read (a tool's name may mean another tool now,
+        or its server may say otherwise)."""
         calls = _latest_tool_calls(state)
+        if not state.tools.only_read(call.name for call in calls):
+            return await self._recorder.fail(state, RunErrorCode.WORKER_LOST, WORKER_LOST)
+        logger.info("the tool calls in flight when the run stopped are made again", extra={"run_id": str(state.run.id)})
         return await self._recorder.record_tool_results(state, calls, await self._tools(state, calls))
 
     async def _step(self, state: RunState) -> StepOutcome:

@@ -21,7 +21,8 @@ After each write, the durable state of a run is:
   memory may be ahead of it).
 So an in_progress run whose thread ends with an answer that has tool calls was stopped while those calls
 were in flight: `begin` fails it as worker_lost (the calls may have had effects), unless each of them only reads
-(StepToolCall.only_reads: they are made again, `Began.calls_again`); any other in_progress run goes on with a
+and was not made again already
+(StepToolCall.may_call_again: they are made again, `Began.calls_again`); any other in_progress run goes on with a
 model call (a worker that takes over a run another one lost resumes it there). A resumed run
 announces run.in_progress again, its events numbered past any its previous holder published without storing
 them (see RunEventStream).
@@ -69,10 +70,10 @@ HISTORY_LIMIT = 10_000
 WORKER_LOST = "the process executing the run stopped while its tool calls were in flight; they are not run again"
 
 
-def _only_read(run: Run) -> bool:
-    """Whether each tool call of the run's last step only reads (see StepToolCall.only_reads)."""
+def _may_call_again(run: Run) -> bool:
+    """Whether the tool calls of the run's last step may be made again (see StepToolCall.may_call_again)."""
     calls = run.steps[-1].tool_calls if run.steps else ()
-    return bool(calls) and all(call.only_reads for call in calls)
+    return bool(calls) and all(call.may_call_again for call in calls)
 
 
 def _calls_in_flight(history: Sequence[Message]) -> bool:
@@ -203,13 +204,15 @@ class RunRecorder:
                 thread_messages = await _counted(uow, run, history)
             carrying_on = bool(run.answered_questions)
             in_flight = not carrying_on and _calls_in_flight(history)
-            calls_again = in_flight and _only_read(run)
+            calls_again = in_flight and _may_call_again(run)
             if payload is None and (run.answers_may_have_been_used if carrying_on else in_flight and not calls_again):
                 # Whoever executed it stopped during its tool calls: they may have had effects, so not again.
                 run.fail(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
                 payload = run_ended(run)
             elif payload is None and after_holder:
                 payload = RunInProgress.of(run)  # stored at once: the next taker numbers past it
+            if calls_again and run.status is RunStatus.IN_PROGRESS:
+                run.calls_made_again()  # stored with the claim: once only
             recorded = [await events.record(uow, payload)] if payload else []
             await uow.runs.save(run)
             await uow.commit()
@@ -305,7 +308,7 @@ class RunRecorder:
                     name=c.name,
                     type=tools.type_of(c.name),
                     pending=tools.waits_for_client(c.name),
-                    only_reads=tools.only_read([c.name]),
+                    may_call_again=tools.only_read([c.name]) and c.arguments_error is None,
                 )
                 for c in response.tool_calls
             ),

@@ -49,12 +49,17 @@ def _step_to_json(step: RunStep) -> dict[str, Any]:
                 "type": c.type,
                 "is_error": c.is_error,
                 "pending": c.pending,
-                "only_reads": c.only_reads,
+                # Only when true: a process of an earlier version reading the run never meets it.
+                **({"may_call_again": True} if c.may_call_again else {}),
             }
             for c in step.tool_calls
         ],
         "context": None if step.context is None else dataclasses.asdict(step.context),
     }
+
+
+_STEP_CALL_FIELDS = frozenset(field.name for field in dataclasses.fields(StepToolCall))
+"""What a step's call is read from: a key a later version may add is left out."""
 
 
 def _step_from_json(data: dict[str, Any]) -> RunStep:
@@ -69,7 +74,10 @@ def _step_from_json(data: dict[str, Any]) -> RunStep:
         finish_reason=data.get("finish_reason"),
         started_at=datetime.fromisoformat(data["started_at"]),
         completed_at=datetime.fromisoformat(data["completed_at"]),
-        tool_calls=tuple(StepToolCall(**c) for c in data.get("tool_calls", [])),
+        tool_calls=tuple(
+            StepToolCall(**{key: value for key, value in c.items() if key in _STEP_CALL_FIELDS})
+            for c in data.get("tool_calls", [])
+        ),
         context=StepContext(**data["context"]) if data.get("context") else None,
     )
 
