@@ -1,7 +1,7 @@
 """Runs: one execution of an agent on a thread, with a state machine that refuses illegal moves."""
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -222,9 +222,7 @@ class Run:
         """Note which tool calls of the latest step failed."""
         if not self.steps or not errors:
             return
-        last = self.steps[-1]
-        calls = tuple(replace(c, is_error=c.id in errors) for c in last.tool_calls)
-        self.steps = (*self.steps[:-1], replace(last, tool_calls=calls))
+        self._last_calls(lambda c: replace(c, is_error=c.id in errors))
         self.updated_at = now
 
     def require_action(
@@ -242,9 +240,12 @@ class Run:
     def _mark_pending(self, call_ids: Collection[str], *, pending: bool) -> None:
         """The latest step's calls with these ids wait for the client (or no longer)."""
         if call_ids and self.steps:
-            last = self.steps[-1]
-            marked = tuple(replace(c, pending=pending) if c.id in call_ids else c for c in last.tool_calls)
-            self.steps = (*self.steps[:-1], replace(last, tool_calls=marked))
+            self._last_calls(lambda c: replace(c, pending=pending) if c.id in call_ids else c)
+
+    def _last_calls(self, change: Callable[[StepToolCall], StepToolCall]) -> None:
+        """Each tool call of the latest step as `change` makes it."""
+        last = self.steps[-1]
+        self.steps = (*self.steps[:-1], replace(last, tool_calls=tuple(change(c) for c in last.tool_calls)))
 
     def resume(
         self, answered: Sequence[str], now: datetime, failed: Collection[str] = ()
@@ -331,12 +332,16 @@ class Run:
         if self.status is RunStatus.REQUIRES_ACTION and not self.required_action and not self.awaiting_input:
             self._move(RunStatus.IN_PROGRESS, now)
 
+    @property
+    def calls_may_be_made_again(self) -> bool:
+        """Whether each tool call of the last step may be made again (see StepToolCall.may_call_again)."""
+        calls = self.steps[-1].tool_calls if self.steps else ()
+        return bool(calls) and all(call.may_call_again for call in calls)
+
     def calls_made_again(self) -> None:
         """The tool calls of the last step are made again (they were in flight when the run's holder stopped): not
         a third time, should this holder stop during them too."""
-        last = self.steps[-1]
-        calls = tuple(replace(call, may_call_again=False) for call in last.tool_calls)
-        self.steps = (*self.steps[:-1], replace(last, tool_calls=calls))
+        self._last_calls(lambda c: replace(c, may_call_again=False))
 
     @property
     def answers_may_have_been_used(self) -> bool:

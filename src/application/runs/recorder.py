@@ -21,11 +21,10 @@ After each write, the durable state of a run is:
   memory may be ahead of it).
 So an in_progress run whose thread ends with an answer that has tool calls was stopped while those calls
 were in flight: `begin` fails it as worker_lost (the calls may have had effects), unless each of them only reads
-and was not made again already
-(StepToolCall.may_call_again: they are made again, `Began.calls_again`); any other in_progress run goes on with a
-model call (a worker that takes over a run another one lost resumes it there). A resumed run
-announces run.in_progress again, its events numbered past any its previous holder published without storing
-them (see RunEventStream).
+and was not made again already (Run.calls_may_be_made_again: they are made again, `Began.calls_again`); any other
+in_progress run goes on with a model call (a worker that takes over a run another one lost resumes it there). A
+resumed run announces run.in_progress again, its events numbered past any its previous holder published without
+storing them (see RunEventStream).
 
 `begin` claims the run (its lease is bumped), and every later write stores the run first, on the condition
 that its lease is still the one claimed: a process whose run was taken over meanwhile gets LeaseLost and
@@ -68,12 +67,6 @@ logger = logging.getLogger(__name__)
 HISTORY_LIMIT = 10_000
 """The most messages of its thread a run reads."""
 WORKER_LOST = "the process executing the run stopped while its tool calls were in flight; they are not run again"
-
-
-def _may_call_again(run: Run) -> bool:
-    """Whether the tool calls of the run's last step may be made again (see StepToolCall.may_call_again)."""
-    calls = run.steps[-1].tool_calls if run.steps else ()
-    return bool(calls) and all(call.may_call_again for call in calls)
 
 
 def _calls_in_flight(history: Sequence[Message]) -> bool:
@@ -204,7 +197,7 @@ class RunRecorder:
                 thread_messages = await _counted(uow, run, history)
             carrying_on = bool(run.answered_questions)
             in_flight = not carrying_on and _calls_in_flight(history)
-            calls_again = in_flight and _may_call_again(run)
+            calls_again = in_flight and run.calls_may_be_made_again
             if payload is None and (run.answers_may_have_been_used if carrying_on else in_flight and not calls_again):
                 # Whoever executed it stopped during its tool calls: they may have had effects, so not again.
                 run.fail(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
