@@ -160,6 +160,11 @@ class RunNotCompleted(ApplicationError):
         self.code = code
 
 
+class RunModelNotConfigured(RunNotCompleted):
+    """A client waited for a run's answer, and the run failed because no provider is configured for its agent's
+    model: asking again cannot help until the agent names another model or the server is given that provider."""
+
+
 class RunWaitsForAnswers(RunNotCompleted):
     """A client waited for a run's answer, and the run waits for the user's answers to its tools' servers'
     questions instead, which that client's API cannot carry (the run is answered through the run API)."""

@@ -9,10 +9,20 @@ from typing import Any
 
 import httpx
 import pytest
-from openai import AsyncOpenAI, AuthenticationError, InternalServerError, NotFoundError, OpenAI
+from dependency_injector import providers
+from openai import (
+    AsyncOpenAI,
+    AuthenticationError,
+    BadRequestError,
+    InternalServerError,
+    NotFoundError,
+    OpenAI,
+)
 from openai.types.chat import ChatCompletionFunctionToolParam
 from openai.types.responses import FunctionToolParam
 
+from infrastructure.container import Container
+from infrastructure.llm.router import language_model
 from infrastructure.tracing import LangfuseTracer
 from tests.conftest import MakeTenant, Tenant
 from tests.e2e.runs import messages
@@ -409,6 +419,22 @@ async def test_a_failed_run_is_an_error_the_sdk_does_not_retry(
     assert isinstance(raised.value.body, dict) and raised.value.body["code"] == "model_request_rejected"
     runs = (await client.get("/v1/runs", headers=tenant.admin)).json()["data"]
     assert [r["status"] for r in runs] == ["failed"]  # one run: the SDK did not try again
+
+
+async def test_an_agent_whose_model_has_no_provider_is_a_bad_request_not_a_server_error(
+    client: httpx.AsyncClient, tenant: Tenant, executing: list[Container], aclient: AsyncOpenAI
+) -> None:
+    await _agent(client, tenant, "support")  # its model, gpt-test, needs an OpenAI key the server is not given
+    for container in executing:
+        container.llm.override(providers.Object(language_model(openai_api_key=None)))
+    try:
+        with pytest.raises(BadRequestError) as raised:
+            await aclient.chat.completions.create(model="support", messages=[{"role": "user", "content": "Hi"}])
+    finally:
+        for container in executing:
+            container.llm.reset_override()
+    assert isinstance(raised.value.body, dict) and raised.value.body["code"] == "model_not_configured"
+    assert "THREADLINE_OPENAI_API_KEY" in raised.value.body["message"]
 
 
 async def test_a_failed_run_is_a_failed_response(

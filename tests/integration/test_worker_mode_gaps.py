@@ -2,11 +2,13 @@
 from that worker (which may be silent rather than dead); a process whose link to the others was down still
 gives its followers the events stored meanwhile; a follower that reads from storage an event stored after text
 deltas still on their way gets the deltas; a run is stored queued only with its job; an admission holding its
-organization's lock does not hold up the organization's writes."""
+organization's lock does not hold up the organization's writes; a job queue that fails while the database
+answers makes the API not ready (503), not a server error."""
 
 import asyncio
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -34,7 +36,7 @@ from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.settings import Settings
 from tests import builders
 from tests.conftest import as_port
-from tests.databases import backend
+from tests.databases import backend, fresh_database, off_the_loop
 from tests.integration.test_run_leases import agent_and_thread, queued_run
 
 pytestmark = pytest.mark.skipif(
@@ -419,3 +421,11 @@ async def test_an_admission_holding_its_organizations_lock_holds_up_other_admiss
         await admitting.commit()
     async with as_port(container.uow().read_only()) as uow:
         assert await uow.threads.get(thread.org_id, written.id) is not None
+
+
+async def test_a_job_queue_that_fails_while_the_database_answers_is_reported_unreachable(tmp_path: Path) -> None:
+    """/readyz answers 503 when the queue's health is None: here its tables are missing (a database the worker
+    schema was never applied to), and procrastinate's wrapped error must not escape as a 500."""
+    async with off_the_loop(fresh_database(tmp_path)) as url, job_queue.opened(url, 1, 4) as app:
+        executor = job_queue.QueueRunExecutor(app, lost_seconds=4)
+        assert await executor.health() is None

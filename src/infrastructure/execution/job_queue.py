@@ -211,7 +211,7 @@ class QueueRunExecutor:
         """Live workers and runs waiting for one; None when the queue cannot be reached."""
         try:
             [row] = await self.app.connector.execute_query_all_async(_HEALTH, task=TASK, lost=self.lost_seconds)
-        except (OSError, psycopg.Error):
+        except (OSError, psycopg.Error, ConnectorException):  # procrastinate wraps psycopg's errors
             return None
         return {"workers": row["workers"], "queued_runs": row["queued"]}
 

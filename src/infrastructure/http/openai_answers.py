@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from application.errors import RunNotCompleted, RunWaitsForAnswers
+from application.errors import ModelNotConfigured, RunModelNotConfigured, RunNotCompleted, RunWaitsForAnswers
 from domain.ids import MessageId
 from domain.run_events import (
     MessageDelta,
@@ -82,6 +82,8 @@ class Outcome:
 
     def raise_unless_answered(self, run: Run) -> None:
         match self.ended:
+            case RunFailed(error=error) if error.code == ModelNotConfigured.code:
+                raise RunModelNotConfigured(f"the run failed: {error.message}", error.code)
             case RunFailed(error=error):
                 raise RunNotCompleted(f"the run failed: {error.message}", error.code)
             case RunCancelled():

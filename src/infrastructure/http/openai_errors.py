@@ -110,7 +110,8 @@ class OpenAiErrorRoute(APIRoute):
 OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": OpenAiErrorBody, "description": description}
     for status, description in {
-        400: "invalid_json: the request body is not valid JSON",
+        400: "invalid_json: the request body is not valid JSON; model_not_configured: the agent's model has no"
+        " provider on this server (the run failed at once: give the agent another model)",
         401: "invalid_api_key: no valid API key (Bearer)",
         404: "model_not_found: no agent of the organization has that slug (or a run named is not found)",
         409: "thread_busy / run_not_waiting / idempotency_key_reused: the request clashes with a run's state;"
