@@ -118,9 +118,9 @@ def test(args: list[str]) -> None:
     run([str(BIN / "ruff"), "check", "."])
     print("== mypy (domain, application)", flush=True)
     run([str(BIN / "mypy")])
-    print("== mypy (tests)", flush=True)
+    print("== mypy (tests, bench)", flush=True)
     # Strict too (pyproject's [tool.mypy]); MYPYPATH lets `tests.*` and the src packages resolve.
-    run([str(BIN / "mypy"), "tests"], env=os.environ | {"MYPYPATH": os.pathsep.join(["src", "."])})
+    run([str(BIN / "mypy"), "tests", "bench"], env=os.environ | {"MYPYPATH": os.pathsep.join(["src", "."])})
     print("== pytest", flush=True)
     result = subprocess.run([str(PYTHON), "-m", "pytest", *args], cwd=ROOT, check=False)
     if result.returncode == 5:

@@ -2,6 +2,7 @@
 worker-mode deployment: API replicas that queue runs and `threadline worker` processes that execute them), and
 the fake OpenAI-compatible model the runs call."""
 
+import asyncio
 import os
 import re
 import subprocess
@@ -196,6 +197,17 @@ def server(database_url: str, extra_env: dict[str, str] | None = None) -> Iterat
     """One `threadline serve` that executes its runs; yields its base URL and an admin auth header."""
     with deployment(database_url, 1, 0, extra_env) as running:
         yield running.apis[0]
+
+
+@asynccontextmanager
+async def one_server(backend: str, env: dict[str, str]) -> AsyncIterator[RunningServer]:
+    """A fresh database and one server on it, set up and torn down off the event loop (they block)."""
+    stack = ExitStack()
+    try:
+        url = await asyncio.to_thread(stack.enter_context, database(backend))
+        yield await asyncio.to_thread(stack.enter_context, server(url, env))
+    finally:
+        await asyncio.to_thread(stack.close)
 
 
 @asynccontextmanager

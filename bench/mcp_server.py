@@ -17,8 +17,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from bench._server import fake_model
-from bench.runs import threadline
+from bench._server import fake_model, one_server
 
 
 async def main(backend: str, calls: int) -> None:
@@ -29,7 +28,7 @@ async def main(backend: str, calls: int) -> None:
             "THREADLINE_SECRET_KEY": "b",
         }
         async with (
-            threadline(backend, env) as running,
+            one_server(backend, env) as running,
             httpx.AsyncClient(base_url=running.base_url, headers=running.headers, timeout=60) as rest,
         ):
             await rest.post(

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import statistics
 import time
+from typing import Any
 
 import httpx
 
@@ -17,7 +18,7 @@ from bench._server import database, server
 
 
 async def _drive(
-    client: httpx.AsyncClient, method: str, url: str, body: dict | None, total: int, concurrency: int
+    client: httpx.AsyncClient, method: str, url: str, body: dict[str, Any] | None, total: int, concurrency: int
 ) -> tuple[float, list[float], int]:
     latencies: list[float] = []
     errors = 0

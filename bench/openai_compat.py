@@ -20,30 +20,18 @@ import asyncio
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import ExitStack, asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import httpx
 
-from bench._server import MCP_TOOL, RunningServer, database, fake_model, server
+from bench._server import MCP_TOOL, fake_model, one_server
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.mcp_servers import everything
 
 TOOL = MCP_TOOL
 ROUNDS = 2
 RUN_TIMEOUT_SECONDS = 120.0
-
-
-@asynccontextmanager
-async def threadline(backend: str, env: dict[str, str]) -> AsyncIterator[RunningServer]:
-    """A fresh database and one server on it, set up and torn down off the event loop (they block)."""
-    stack = ExitStack()
-    try:
-        url = await asyncio.to_thread(stack.enter_context, database(backend))
-        yield await asyncio.to_thread(stack.enter_context, server(url, env))
-    finally:
-        await asyncio.to_thread(stack.close)
 
 
 async def native_run(client: httpx.AsyncClient, thread_id: str) -> bool:
@@ -126,7 +114,7 @@ async def main(args: argparse.Namespace) -> None:
             "THREADLINE_MCP_ALLOWED_NETWORKS": "127.0.0.0/8",
             "THREADLINE_SECRET_KEY": "bench",
         }
-        async with threadline(args.backend, env) as running:
+        async with one_server(args.backend, env) as running:
             limits = httpx.Limits(max_connections=1_000, max_keepalive_connections=1_000)
             async with httpx.AsyncClient(
                 base_url=running.base_url, headers=running.headers, timeout=600, limits=limits

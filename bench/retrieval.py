@@ -106,8 +106,8 @@ def _filler(rng: random.Random, number: int, vocabulary: tuple[list[str], list[f
     return "\n".join(lines).encode()
 
 
-async def _tenant(uow: SqlAlchemyUnitOfWork, name: str) -> Tenant:
-    clock, ids = SystemClock(), Uuid7Generator()
+async def _tenant(sql: SqlAlchemyUnitOfWork, name: str) -> Tenant:
+    uow, clock, ids = as_port(sql), SystemClock(), Uuid7Generator()
     created = await CreateOrganization(uow, clock, ids, Sha256KeyHasher()).execute(
         CreateOrganizationCommand(name=name, slug=None)
     )
@@ -119,7 +119,7 @@ async def _tenant(uow: SqlAlchemyUnitOfWork, name: str) -> Tenant:
 
 async def _fill(uow: SqlAlchemyUnitOfWork, tenant: Tenant, passages: int, rng: random.Random) -> int:
     upload = UploadSource(
-        uow,
+        as_port(uow),
         SystemClock(),
         Uuid7Generator(),
         FileDocumentReader(),

@@ -54,10 +54,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 from mcp import Client
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletionMessageFunctionToolCall
 
 from bench import agentos
 from bench._server import (
@@ -444,9 +446,10 @@ async def bare_loop(model_url: str, mcp_url: str) -> AsyncIterator[RunOnce]:
 
         async def run_once(_index: int) -> tuple[float, bool]:
             began = time.perf_counter()
-            messages: list[dict] = [{"role": "user", "content": "please echo"}]
+            messages: list[dict[str, Any]] = [{"role": "user", "content": "please echo"}]
             first = await model.chat.completions.create(model="bench-model", messages=messages, tools=tools)  # type: ignore[arg-type]
             call = first.choices[0].message.tool_calls[0]  # type: ignore[index]
+            assert isinstance(call, ChatCompletionMessageFunctionToolCall), call
             name = call.function.name.removeprefix("everything__")
             result = await mcp.call_tool(name, json.loads(call.function.arguments))
             messages.append(first.choices[0].message.model_dump(exclude_none=True))
@@ -566,6 +569,8 @@ def table(backend: str, args: argparse.Namespace, measured: list[Measured]) -> s
     def ratio(value: float, reference: float | None) -> str:
         return f"{value / reference:5.2f}x" if reference and value == value else "     -"  # nan: not measured
 
+    base_rps, base_p50, base_burst = (base.runs_per_second, base.p50_run, base.burst_wall) if base else (None,) * 3
+
     lines = [
         f"{backend}: {args.runs} runs of model -> MCP tool -> model, {args.concurrency} at a time, zero-latency "
         f"model; burst: {args.burst} runs at once, model {args.burst_latency_ms:.0f} ms/call; "
@@ -578,10 +583,10 @@ def table(backend: str, args: argparse.Namespace, measured: list[Measured]) -> s
         memory = ", ".join(f"{name} {mb:.0f} MB" for name, mb in m.burst_memory.items()) or "-"
         lines.append(
             f"{m.executor.name:<11} {m.executor.pool_size(args.connections):>4} {m.runs_per_second:7.1f} "
-            f"{ratio(m.runs_per_second, base and base.runs_per_second)} {m.p50_run * 1000:6.0f}ms "
-            f"{ratio(m.p50_run, base and base.p50_run)} {m.errors:>4} {sum(m.cpu_per_run.values()) * 1000:6.0f}ms | "
+            f"{ratio(m.runs_per_second, base_rps)} {m.p50_run * 1000:6.0f}ms "
+            f"{ratio(m.p50_run, base_p50)} {m.errors:>4} {sum(m.cpu_per_run.values()) * 1000:6.0f}ms | "
             f"{shown(m.burst_wall, '.2f', 8, 's')} "
-            f"{ratio(m.burst_wall, base and base.burst_wall)} {m.burst_errors:>4} | {memory}"
+            f"{ratio(m.burst_wall, base_burst)} {m.burst_errors:>4} | {memory}"
         )
     return "\n".join(lines)
 
