@@ -165,6 +165,11 @@ class RunModelNotConfigured(RunNotCompleted):
     model: asking again cannot help until the agent names another model or the server is given that provider."""
 
 
+class RunModelFailed(RunNotCompleted):
+    """A client waited for a run's answer, and the run failed because its model's provider could not be reached,
+    kept failing or refused the request: the fault is upstream of this server, not in it."""
+
+
 class RunWaitsForAnswers(RunNotCompleted):
     """A client waited for a run's answer, and the run waits for the user's answers to its tools' servers'
     questions instead, which that client's API cannot carry (the run is answered through the run API)."""

@@ -416,9 +416,23 @@ async def test_a_failed_run_is_an_error_the_sdk_does_not_retry(
     async with AsyncOpenAI(base_url=f"{live_url}/v1", api_key=_key(tenant), max_retries=2) as sdk:
         with pytest.raises(InternalServerError) as raised:
             await sdk.chat.completions.create(model="support", messages=[{"role": "user", "content": "Hi"}])
+    assert raised.value.status_code == 502  # the provider refused: the fault is upstream, not this server's
     assert isinstance(raised.value.body, dict) and raised.value.body["code"] == "model_request_rejected"
     runs = (await client.get("/v1/runs", headers=tenant.admin)).json()["data"]
     assert [r["status"] for r in runs] == ["failed"]  # one run: the SDK did not try again
+
+
+async def test_a_model_provider_that_keeps_failing_is_a_bad_gateway_that_names_it(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, aclient: AsyncOpenAI
+) -> None:
+    await _agent(client, tenant, "support")
+    for _ in range(3):  # the server's SDK tries twice more before the run fails
+        openai.reply_error(503, "the provider is overloaded")
+    with pytest.raises(InternalServerError) as raised:
+        await aclient.chat.completions.create(model="support", messages=[{"role": "user", "content": "Hi"}])
+    assert raised.value.status_code == 502
+    assert isinstance(raised.value.body, dict) and raised.value.body["code"] == "model_unavailable"
+    assert "the provider is overloaded" in raised.value.body["message"]
 
 
 async def test_an_agent_whose_model_has_no_provider_is_a_bad_request_not_a_server_error(

@@ -9,7 +9,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from application.errors import ModelNotConfigured, RunModelNotConfigured, RunNotCompleted, RunWaitsForAnswers
+from application.errors import (
+    ModelNotConfigured,
+    ModelRequestRejected,
+    ModelUnavailable,
+    RunModelFailed,
+    RunModelNotConfigured,
+    RunNotCompleted,
+    RunWaitsForAnswers,
+)
 from domain.ids import MessageId
 from domain.run_events import (
     MessageDelta,
@@ -28,6 +36,8 @@ Events = AsyncIterator[RunEvent | None]
 """A follower's events: None is a heartbeat (silence for a while)."""
 KEEP_ALIVE = ": keep-alive\n\n"
 STOPPED = "the server is stopping; the run goes on: follow it at /v1/runs/{run_id}/events"
+_UPSTREAM_FAILURES = frozenset({ModelUnavailable.code, ModelRequestRejected.code})
+"""The run errors that are its model provider's failures (a 502: the fault is not this server's)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +94,8 @@ class Outcome:
         match self.ended:
             case RunFailed(error=error) if error.code == ModelNotConfigured.code:
                 raise RunModelNotConfigured(f"the run failed: {error.message}", error.code)
+            case RunFailed(error=error) if error.code in _UPSTREAM_FAILURES:
+                raise RunModelFailed(f"the run failed: {error.message}", error.code)
             case RunFailed(error=error):
                 raise RunNotCompleted(f"the run failed: {error.message}", error.code)
             case RunCancelled():

@@ -119,6 +119,8 @@ OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
         413: "the request body is larger than the server accepts",
         422: "validation_error / invalid_value: the body is not a valid request",
         500: "the run failed or was cancelled (code: the run's error code, or `cancelled`)",
+        502: "model_unavailable / model_request_rejected: the run failed because the agent's model provider could"
+        " not be reached, kept failing or refused the request (the message has the provider's words)",
         503: "storage_unavailable: the database cannot be reached; retry after Retry-After seconds",
     }.items()
 }
