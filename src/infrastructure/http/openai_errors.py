@@ -107,21 +107,34 @@ class OpenAiErrorRoute(APIRoute):
         return handle
 
 
-OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": OpenAiErrorBody, "description": description}
-    for status, description in {
-        400: "invalid_json: the request body is not valid JSON; model_not_configured: the agent's model has no"
-        " provider on this server (the run failed at once: give the agent another model)",
+def _documented(descriptions: dict[int, str]) -> dict[int | str, dict[str, Any]]:
+    return {status: {"model": OpenAiErrorBody, "description": d} for status, d in descriptions.items()}
+
+
+_INVALID_JSON = "invalid_json: the request body is not valid JSON"
+OPENAI_ERRORS = _documented(
+    {
+        400: _INVALID_JSON,
         401: "invalid_api_key: no valid API key (Bearer)",
         404: "model_not_found: no agent of the organization has that slug (or a run named is not found)",
         409: "thread_busy / run_not_waiting / idempotency_key_reused: the request clashes with a run's state;"
         " requires_answers: the run waits for answers this API cannot carry (POST /v1/runs/{id}/answers)",
         413: "the request body is larger than the server accepts",
         422: "validation_error / invalid_value: the body is not a valid request",
-        500: "the run failed or was cancelled (code: the run's error code, or `cancelled`)",
-        502: "model_unavailable / model_request_rejected: the run failed because the agent's model provider could"
-        " not be reached, kept failing or refused the request (the message has the provider's words)",
+        500: "an unexpected error (it is logged)",
         503: "storage_unavailable: the database cannot be reached; retry after Retry-After seconds",
-    }.items()
-}
+    }
+)
 """What the OpenAI-compatible routes may answer besides their own responses (in OpenAPI)."""
+RUN_FAILURES = _documented(
+    {
+        400: f"{_INVALID_JSON}; model_not_configured: the agent's model has no provider on this server (the run"
+        " failed at once: give the agent another model)",
+        500: "the run failed or was cancelled for another reason (code: the run's error code, or `cancelled`), or"
+        " an unexpected error",
+        502: "model_unavailable / model_request_rejected: the run failed because the agent's model provider could"
+        " not be reached in time, kept failing or refused the request (the message says which)",
+    }
+)
+"""What a route that answers with its run's answer adds (Chat Completions; a streamed answer has begun with 200
+already, and ends with the same error body instead)."""

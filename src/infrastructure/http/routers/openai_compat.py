@@ -45,7 +45,7 @@ from infrastructure.http.openai_answers import (
     response_events,
     run_id_of_response,
 )
-from infrastructure.http.openai_errors import OPENAI_ERRORS, OpenAiErrorRoute
+from infrastructure.http.openai_errors import OPENAI_ERRORS, RUN_FAILURES, OpenAiErrorRoute
 from infrastructure.http.routers.runs import HEARTBEAT_SECONDS, StoppingDep
 from infrastructure.http.schemas.common import ResponseModel
 from infrastructure.http.schemas.openai_compat import ChatCompletionIn, ResponseIn
@@ -208,7 +208,8 @@ async def _one_of(*attempts: Callable[[], Awaitable[Conversing | None]]) -> Conv
         "calls, resumes that same run (found by the calls' ids). With `stream: true`, `chat.completion.chunk` "
         "server-sent events and `data: [DONE]` (usage in a last chunk with `stream_options.include_usage`)."
     ),
-    responses=_answer("A `chat.completion` object, or with `stream: true` a text/event-stream of chunks"),
+    responses=_answer("A `chat.completion` object, or with `stream: true` a text/event-stream of chunks")
+    | RUN_FAILURES,
 )
 @inject
 async def chat_completions(
