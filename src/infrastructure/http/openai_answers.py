@@ -36,8 +36,13 @@ Events = AsyncIterator[RunEvent | None]
 """A follower's events: None is a heartbeat (silence for a while)."""
 KEEP_ALIVE = ": keep-alive\n\n"
 STOPPED = "the server is stopping; the run goes on: follow it at /v1/runs/{run_id}/events"
-_UPSTREAM_FAILURES = frozenset({ModelUnavailable.code, ModelRequestRejected.code})
-"""The run errors that are its model provider's failures (a 502: the fault is not this server's)."""
+_FAILED_AS: dict[str, type[RunNotCompleted]] = {
+    ModelNotConfigured.code: RunModelNotConfigured,
+    ModelUnavailable.code: RunModelFailed,
+    ModelRequestRejected.code: RunModelFailed,
+}
+"""The run errors that are not this server's fault: the agent's model has no provider here, or the provider failed
+(the error table gives each its status). Any other failure is RunNotCompleted."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,12 +97,8 @@ class Outcome:
 
     def raise_unless_answered(self, run: Run) -> None:
         match self.ended:
-            case RunFailed(error=error) if error.code == ModelNotConfigured.code:
-                raise RunModelNotConfigured(f"the run failed: {error.message}", error.code)
-            case RunFailed(error=error) if error.code in _UPSTREAM_FAILURES:
-                raise RunModelFailed(f"the run failed: {error.message}", error.code)
             case RunFailed(error=error):
-                raise RunNotCompleted(f"the run failed: {error.message}", error.code)
+                raise _FAILED_AS.get(error.code, RunNotCompleted)(f"the run failed: {error.message}", error.code)
             case RunCancelled():
                 raise RunNotCompleted("the run was cancelled", "cancelled")
             case RunRequiresAction(required_action=(), questions=questions) if questions:
