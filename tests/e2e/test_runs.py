@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from application.use_cases.organizations import SetOrganizationLimitsCommand
+from infrastructure.container import Container
 from infrastructure.settings import Executor
 from tests.conftest import Tenant
 from tests.e2e.runs import agent_and_thread, messages, settle, sse_events, start
@@ -255,6 +257,39 @@ async def test_a_cancelled_run_stops_its_model_call(
     cancelled = await client.post(f"/v1/runs/{thinking_run.run['id']}/cancel", headers=tenant.admin)
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     await asyncio.wait_for(thinking_run.held.abandoned.wait(), 10)  # the provider saw the request go away
+
+
+@pytest.mark.executors("in_process")  # (in worker mode such a run's job waits in the queue, and is not held)
+async def test_a_run_cancelled_while_it_waits_for_its_organizations_slot_ends_cancelled_at_once(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, container: Container
+) -> None:
+    """A run going on after its client's tool results waits, in progress, for a free slot of its organization;
+    a cancel then ends it at once, and its thread takes a new run."""
+    await container.set_organization_limits().execute(
+        SetOrganizationLimitsCommand(slug=tenant.slug, max_concurrent_runs=1, runs_per_minute=None)
+    )
+    _, thread = await agent_and_thread(client, tenant)
+    openai.reply_tool_calls(FakeToolCall("get_location", {}, id="call_loc"))
+    tool = {"name": "get_location", "description": "Where the user is", "parameters": {"type": "object"}}
+    waiting = await settle(client, tenant, (await start(client, tenant, thread, input="Where?", tools=[tool]))["id"])
+    assert waiting["status"] == "requires_action"
+    _, busy_thread = await agent_and_thread(client, tenant)
+    held = openai.hold()
+    busy = await start(client, tenant, busy_thread, input="Think hard")  # the organization's one slot
+    await asyncio.wait_for(held.received.wait(), 10)
+    try:
+        assert (await submit(client, tenant, waiting, "call_loc", "Lisbon")).status_code == 200  # waits for the slot
+        cancelled = await asyncio.wait_for(client.post(f"/v1/runs/{waiting['id']}/cancel", headers=tenant.admin), 10)
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        assert (await client.get(f"/v1/runs/{waiting['id']}", headers=tenant.admin)).json()["status"] == "cancelled"
+        again = await client.post(f"/v1/threads/{thread['id']}/runs", json={"input": "Again"}, headers=tenant.admin)
+        assert again.status_code == 201, again.text  # the thread is free
+        assert (await client.post(f"/v1/runs/{again.json()['id']}/cancel", headers=tenant.admin)).status_code == 200
+    finally:
+        await client.post(f"/v1/runs/{busy['id']}/cancel", headers=tenant.admin)
+        await container.set_organization_limits().execute(
+            SetOrganizationLimitsCommand(slug=tenant.slug, max_concurrent_runs=None, runs_per_minute=None)
+        )
 
 
 async def test_a_cancelled_run_cannot_be_cancelled_again(

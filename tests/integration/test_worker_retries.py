@@ -130,3 +130,34 @@ async def test_a_run_started_as_the_executor_shuts_down_is_waited_for_then_inter
     async with asyncio.timeout(10):
         assert await stopping == [run_id]
     assert seen == ["began", (INTERRUPTED,)]
+
+
+async def test_a_run_cancelled_while_it_waits_for_a_slot_records_its_end_at_once_and_one_stopped_so_does_not() -> None:
+    """A run that went on after its client's tool results waits for its organization's slot in progress: its
+    user's cancel (stored first) has it executed at once, without a slot, to record its end (it would otherwise stay
+    in progress, its thread busy, until the next start). A process that stops leaves a waiting run as stored."""
+    org_id, holding, waiting, later = OrgId(uuid.uuid4()), RunId(uuid.uuid4()), RunId(uuid.uuid4()), RunId(uuid.uuid4())
+    executed: list[RunId] = []
+    held = asyncio.Event()
+
+    async def execute(org_id: OrgId, run_id: RunId, *, began: object = None) -> None:
+        executed.append(run_id)
+        if run_id == holding:
+            held.set()
+            await asyncio.Event().wait()  # at the model, as long as it takes
+
+    async def one_slot(_org_id: OrgId) -> int:
+        return 1
+
+    executor = InProcessRunExecutor(execute, org_limit=one_slot)
+    await executor.submit(org_id, holding)
+    await held.wait()
+    await executor.submit(org_id, waiting)
+    await executor.submit(org_id, later)
+    async with asyncio.timeout(10):
+        assert await executor.cancel(waiting)
+    assert executed == [holding, waiting]  # its end recorded while the slot is still taken
+    async with asyncio.timeout(10):
+        stopped = await executor.shutdown(grace_seconds=0)
+    assert stopped == [holding, later]
+    assert executed == [holding, waiting]  # the run still waiting when the process stopped was left as stored

@@ -83,6 +83,10 @@ class InProcessRunExecutor:
         self._orgs: dict[OrgId, _OrgSlots] = {}
         self._tasks: dict[RunId, asyncio.Task[None]] = {}
         self._retries: dict[RunId, asyncio.TimerHandle] = {}
+        self._org_of: dict[RunId, OrgId] = {}
+        """The organization of each run with a task."""
+        self._executing: set[RunId] = set()
+        """The runs whose task holds a slot (the others wait for one)."""
         self._retry_seconds = retry_seconds
         self._closing = False
         self._reserved = 0
@@ -117,28 +121,43 @@ class InProcessRunExecutor:
         if not self._reserved:
             self._none_reserved.set()
 
-    def _start(self, org_id: OrgId, run_id: RunId, slot: "_Slot | None" = None, began: object = None) -> None:
-        task = asyncio.create_task(self._run(org_id, run_id, slot, began), name=f"run-{run_id}")
-        self._tasks[run_id] = task
-        task.add_done_callback(lambda _: self._tasks.pop(run_id, None) if self._tasks.get(run_id) is task else None)
+    def _start(
+        self, org_id: OrgId, run_id: RunId, slot: "_Slot | None" = None, began: object = None, *, waits: bool = True
+    ) -> "asyncio.Task[None]":
+        """`waits` False: executed at once, without a slot (a run that only records the end its cancel asked)."""
+        run = self._run(org_id, run_id, slot, began) if waits else self._executed(org_id, run_id, None)
+        task = asyncio.create_task(run, name=f"run-{run_id}")
+        self._tasks[run_id], self._org_of[run_id] = task, org_id
+
+        def done(_: object) -> None:
+            if self._tasks.get(run_id) is task:
+                del self._tasks[run_id], self._org_of[run_id]
+                self._executing.discard(run_id)
+
+        task.add_done_callback(done)
+        return task
 
     async def _run(self, org_id: OrgId, run_id: RunId, slot: "_Slot | None" = None, began: object = None) -> None:
-        current_run.set(str(run_id))  # this task's log lines name the run
         async with slot.held() if slot is not None else self._slot(org_id):
-            try:
-                await self._execute(org_id, run_id, began=began)
-            except asyncio.CancelledError:
-                raise
-            except StorageUnavailable:
-                # The run could not start and stays as stored (queued, or in progress): it is tried again shortly.
-                logger.warning(
-                    "a run could not start: the database is unavailable; it is tried again in %g s",
-                    self._retry_seconds,
-                    extra={"run_id": str(run_id)},
-                )
-                self._try_again_later(org_id, run_id)
-            except Exception:
-                logger.exception("run execution crashed", extra={"run_id": str(run_id)})
+            self._executing.add(run_id)
+            await self._executed(org_id, run_id, began)
+
+    async def _executed(self, org_id: OrgId, run_id: RunId, began: object) -> None:
+        current_run.set(str(run_id))  # this task's log lines name the run
+        try:
+            await self._execute(org_id, run_id, began=began)
+        except asyncio.CancelledError:
+            raise
+        except StorageUnavailable:
+            # The run could not start and stays as stored (queued, or in progress): it is tried again shortly.
+            logger.warning(
+                "a run could not start: the database is unavailable; it is tried again in %g s",
+                self._retry_seconds,
+                extra={"run_id": str(run_id)},
+            )
+            self._try_again_later(org_id, run_id)
+        except Exception:
+            logger.exception("run execution crashed", extra={"run_id": str(run_id)})
 
     def _try_again_later(self, org_id: OrgId, run_id: RunId) -> None:
         def again() -> None:
@@ -180,9 +199,16 @@ class InProcessRunExecutor:
         task = self._tasks.get(run_id)
         if task is None or task.done():
             return False
+        org_id, waiting = self._org_of[run_id], run_id not in self._executing
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait({task}, timeout=10)
+        if waiting and not self._closing:
+            # It waited for a slot (a run going on after its client's tool results or answers waits so, in
+            # progress): executed now, without a slot, it records the end its cancel requested (stored before,
+            # see CancelRun), instead of staying in progress until the next start.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({self._start(org_id, run_id, waits=False)}, timeout=10)
         return True
 
     @property
