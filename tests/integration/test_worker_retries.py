@@ -154,6 +154,9 @@ async def test_a_run_cancelled_while_it_waits_for_a_slot_records_its_end_at_once
     await held.wait()
     await executor.submit(org_id, waiting)
     await executor.submit(org_id, later)
+    for _ in range(5):
+        await asyncio.sleep(0)  # both tasks begin
+    assert len(executor._orgs[org_id].waiting) == 2  # and wait in line for the slot
     async with asyncio.timeout(10):
         assert await executor.cancel(waiting)
     assert executed == [holding, waiting]  # its end recorded while the slot is still taken
