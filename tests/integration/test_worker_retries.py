@@ -164,3 +164,81 @@ async def test_a_run_cancelled_while_it_waits_for_a_slot_records_its_end_at_once
         stopped = await executor.shutdown(grace_seconds=0)
     assert stopped == [holding, later]
     assert executed == [holding, waiting]  # the run still waiting when the process stopped was left as stored
+
+
+async def _one_slot(_org_id: OrgId) -> int:
+    return 1
+
+
+async def test_a_second_cancel_while_the_first_is_recorded_waits_for_it_and_does_not_start_it_again() -> None:
+    org_id, holding, waiting = OrgId(uuid.uuid4()), RunId(uuid.uuid4()), RunId(uuid.uuid4())
+    executed: list[RunId] = []
+    held, recording, recorded = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def execute(org_id: OrgId, run_id: RunId, *, began: object = None) -> None:
+        executed.append(run_id)
+        if run_id == holding:
+            held.set()
+            await asyncio.Event().wait()  # at the model, as long as it takes
+        recording.set()
+        await recorded.wait()  # its end being stored
+
+    executor = InProcessRunExecutor(execute, org_limit=_one_slot)
+    await executor.submit(org_id, holding)
+    await held.wait()
+    await executor.submit(org_id, waiting)
+    first = asyncio.create_task(executor.cancel(waiting))
+    async with asyncio.timeout(10):
+        await recording.wait()
+    second = asyncio.create_task(executor.cancel(waiting))
+    for _ in range(5):
+        await asyncio.sleep(0)  # the second cancel reached the recording run
+    assert not first.done() and not second.done()  # both answer once the end is recorded
+    recorded.set()
+    async with asyncio.timeout(10):
+        assert await first and await second
+    assert executed == [holding, waiting]  # recorded once, not stopped half-way and begun again
+    await executor.shutdown(grace_seconds=0)
+
+
+async def test_a_cancel_whose_recording_or_start_met_an_outage_is_recorded_again_without_waiting_for_a_slot() -> None:
+    """A run whose cancel could not be recorded (the database did not answer) is tried again without a slot; one
+    waiting to be tried again after such an outage is executed at the cancel, without waiting for the retry."""
+    org_id = OrgId(uuid.uuid4())
+    holding, waiting, failed = RunId(uuid.uuid4()), RunId(uuid.uuid4()), RunId(uuid.uuid4())
+    executed: list[RunId] = []
+    held, again = asyncio.Event(), asyncio.Event()
+
+    async def execute(org_id: OrgId, run_id: RunId, *, began: object = None) -> None:
+        executed.append(run_id)
+        if run_id == holding:
+            held.set()
+            await asyncio.Event().wait()  # at the model, as long as it takes
+        if executed.count(run_id) == 1:
+            raise StorageUnavailable("the database is unavailable; try again shortly")
+        if run_id == waiting:
+            again.set()
+
+    short = InProcessRunExecutor(execute, org_limit=_one_slot, retry_seconds=0)
+    await short.submit(org_id, holding)
+    await held.wait()
+    await short.submit(org_id, waiting)
+    assert await short.cancel(waiting)  # its recording met the outage
+    async with asyncio.timeout(10):
+        await again.wait()  # tried again while the slot is still taken
+    assert executed == [holding, waiting, waiting]
+    await short.shutdown(grace_seconds=0)
+
+    executed.clear()
+    late = InProcessRunExecutor(execute, org_limit=_one_slot, retry_seconds=3600)
+    await late.submit(org_id, failed)  # could not start: tried again in an hour
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert executed == [failed]
+    held.clear()
+    await late.submit(org_id, holding)
+    await held.wait()
+    async with asyncio.timeout(10):
+        assert await late.cancel(failed)  # executed now, without the slot
+    assert executed == [failed, holding, failed]
+    await late.shutdown(grace_seconds=0)

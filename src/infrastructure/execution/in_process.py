@@ -6,6 +6,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from application.errors import StorageUnavailable
@@ -82,11 +83,13 @@ class InProcessRunExecutor:
         self._gate = asyncio.Semaphore(concurrency)
         self._orgs: dict[OrgId, _OrgSlots] = {}
         self._tasks: dict[RunId, asyncio.Task[None]] = {}
-        self._retries: dict[RunId, asyncio.TimerHandle] = {}
+        self._retries: dict[RunId, _Retry] = {}
         self._org_of: dict[RunId, OrgId] = {}
         """The organization of each run with a task."""
         self._executing: set[RunId] = set()
         """The runs whose task holds a slot (the others wait for one)."""
+        self._recording: set[RunId] = set()
+        """The runs whose task only records the end their cancel requested (executed without a slot)."""
         self._retry_seconds = retry_seconds
         self._closing = False
         self._reserved = 0
@@ -125,14 +128,17 @@ class InProcessRunExecutor:
         self, org_id: OrgId, run_id: RunId, slot: "_Slot | None" = None, began: object = None, *, waits: bool = True
     ) -> "asyncio.Task[None]":
         """`waits` False: executed at once, without a slot (a run that only records the end its cancel asked)."""
-        run = self._run(org_id, run_id, slot, began) if waits else self._executed(org_id, run_id, None)
+        run = self._run(org_id, run_id, slot, began) if waits else self._executed(org_id, run_id, None, waits=False)
         task = asyncio.create_task(run, name=f"run-{run_id}")
         self._tasks[run_id], self._org_of[run_id] = task, org_id
+        if not waits:
+            self._recording.add(run_id)
 
         def done(_: object) -> None:
             if self._tasks.get(run_id) is task:
                 del self._tasks[run_id], self._org_of[run_id]
                 self._executing.discard(run_id)
+                self._recording.discard(run_id)
 
         task.add_done_callback(done)
         return task
@@ -142,7 +148,7 @@ class InProcessRunExecutor:
             self._executing.add(run_id)
             await self._executed(org_id, run_id, began)
 
-    async def _executed(self, org_id: OrgId, run_id: RunId, began: object) -> None:
+    async def _executed(self, org_id: OrgId, run_id: RunId, began: object, *, waits: bool = True) -> None:
         current_run.set(str(run_id))  # this task's log lines name the run
         try:
             await self._execute(org_id, run_id, began=began)
@@ -155,18 +161,20 @@ class InProcessRunExecutor:
                 self._retry_seconds,
                 extra={"run_id": str(run_id)},
             )
-            self._try_again_later(org_id, run_id)
+            self._try_again_later(org_id, run_id, waits=waits)
         except Exception:
             logger.exception("run execution crashed", extra={"run_id": str(run_id)})
 
-    def _try_again_later(self, org_id: OrgId, run_id: RunId) -> None:
+    def _try_again_later(self, org_id: OrgId, run_id: RunId, *, waits: bool = True) -> None:
+        """`waits` False: a run that only records the end its cancel requested is tried again without a slot."""
+
         def again() -> None:
             self._retries.pop(run_id, None)
             if not self._closing and run_id not in self._tasks:
-                self._start(org_id, run_id)
+                self._start(org_id, run_id, waits=waits)
 
         if not self._closing:
-            self._retries[run_id] = asyncio.get_running_loop().call_later(self._retry_seconds, again)
+            self._retries[run_id] = _Retry(org_id, asyncio.get_running_loop().call_later(self._retry_seconds, again))
 
     @contextlib.asynccontextmanager
     async def _slot(self, org_id: OrgId) -> AsyncIterator[None]:
@@ -196,20 +204,36 @@ class InProcessRunExecutor:
             self._orgs.pop(org_id, None)
 
     async def cancel(self, run_id: RunId) -> bool:
+        """Stops the run's task, once its cancel is stored (see CancelRun): a run executing records itself
+        cancelled as it stops; one not executing (waiting for a slot, or to be tried again after an outage) is
+        executed at once, without a slot, to record it. True when the run's end was recorded here (or is being)."""
+        retry = self._retries.pop(run_id, None)
+        if retry is not None:
+            retry.handle.cancel()
+            if self._closing:
+                return False
+            await self._recorded(retry.org_id, run_id)
+            return True
         task = self._tasks.get(run_id)
         if task is None or task.done():
             return False
+        if run_id in self._recording:  # an earlier cancel's: this one waits for it too, and does not restart it
+            await asyncio.wait({task}, timeout=10)
+            return True
         org_id, waiting = self._org_of[run_id], run_id not in self._executing
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait({task}, timeout=10)
         if waiting and not self._closing:
             # It waited for a slot (a run going on after its client's tool results or answers waits so, in
-            # progress): executed now, without a slot, it records the end its cancel requested (stored before,
-            # see CancelRun), instead of staying in progress until the next start.
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait({self._start(org_id, run_id, waits=False)}, timeout=10)
+            # progress): executed now, without a slot, it records the end its cancel requested, instead of
+            # staying in progress until the next start.
+            await self._recorded(org_id, run_id)
         return True
+
+    async def _recorded(self, org_id: OrgId, run_id: RunId) -> None:
+        """The run executed at once, without a slot, to record the end its stored cancel requested."""
+        await asyncio.wait({self._start(org_id, run_id, waits=False)}, timeout=10)
 
     @property
     def running(self) -> int:
@@ -220,7 +244,7 @@ class InProcessRunExecutor:
         itself cancelled). Returns the runs that had to be interrupted."""
         self._closing = True
         for retry in self._retries.values():
-            retry.cancel()  # left queued, as stored, for the next start's recovery
+            retry.handle.cancel()  # left queued, as stored, for the next start's recovery
         self._retries.clear()
         deadline = asyncio.get_running_loop().time() + grace_seconds
         with contextlib.suppress(TimeoutError):  # runs being created with a slot taken: they start, or not, first
@@ -238,6 +262,14 @@ class InProcessRunExecutor:
         if pending:
             await asyncio.wait(pending, timeout=10)
         return interrupted
+
+
+@dataclass(frozen=True)
+class _Retry:
+    """A run to be tried again shortly (it could not start, or record its cancel: the database did not answer)."""
+
+    org_id: OrgId
+    handle: asyncio.TimerHandle
 
 
 class _Slot:
