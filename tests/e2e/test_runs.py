@@ -259,7 +259,6 @@ async def test_a_cancelled_run_stops_its_model_call(
     await asyncio.wait_for(thinking_run.held.abandoned.wait(), 10)  # the provider saw the request go away
 
 
-@pytest.mark.executors("in_process")  # (in worker mode such a run's job waits in the queue, and is not held)
 async def test_a_run_cancelled_while_it_waits_for_its_organizations_slot_ends_cancelled_at_once(
     client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, container: Container
 ) -> None:

@@ -397,6 +397,82 @@ async def test_a_run_is_admitted_while_its_organization_has_a_free_slot_and_olde
     assert ended.admitted  # nothing to execute: its execution says so
 
 
+async def test_a_run_going_on_after_its_clients_answers_waits_its_turn_for_a_slot_and_its_cancel_needs_none(
+    container: Container, settings: Settings
+) -> None:
+    """A run in progress again after its client's answers waits for a slot as a queued one does: a slot given back
+    wakes it (its job made due), and newer runs wait behind it. Cancelled while it waits, its job is made due at
+    once and it is admitted without taking a slot (it executes only to record its end)."""
+    async with as_port(container.uow()) as uow:
+        agent, first = await agent_and_thread(uow)
+        threads = [first, *(builders.thread(first.org_id, agent_id=agent.id) for _ in range(2))]
+        for thread in threads[1:]:
+            await uow.threads.add(thread)
+        runs = [
+            (await queue_run(uow, clock=container.clock(), ids=container.ids(), thread=t, agent=agent, input="hi")).run
+            for t in threads
+        ]
+        await uow.commit()
+    org_id, (holding, resumed, newest) = first.org_id, runs
+    admission = RunAdmission(container.database(), default_limit=10)
+    queue = f"test-{uuid.uuid4().hex[:8]}"  # no worker takes these jobs
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        sql = app.connector.execute_query_async
+        await sql("UPDATE organizations SET max_concurrent_runs = 1 WHERE id = %(org)s", org=org_id)
+        for age, run in zip((30, 20, 10), runs, strict=True):  # created in this order, seconds apart
+            await sql(
+                "UPDATE runs SET created_at = now() - make_interval(secs => %(age)s) WHERE id = %(run)s",
+                age=age,
+                run=run.id,
+            )
+            if run is not holding:  # refused before, waiting in the queue for a slot (due later, unless woken)
+                task = app.configure_task(
+                    run_queue.TASK, queue=queue, lock=str(run.id), queueing_lock=str(run.id), schedule_in={"hours": 1}
+                )
+                await task.defer_async(**run_queue.run_job_args(org_id, run.id))
+        # Given its client's tool results, it goes on: in progress, not admitted (its slot was given back).
+        await sql("UPDATE runs SET status = 'in_progress' WHERE id = %(run)s", run=resumed.id)
+
+        async def due(run: Run) -> bool:
+            [row] = await app.connector.execute_query_all_async(
+                "SELECT scheduled_at <= now() AS due FROM procrastinate_jobs WHERE queueing_lock = %(run)s",
+                run=str(run.id),
+            )
+            return bool(row["due"])
+
+        async def slot_taken(run: Run) -> bool:
+            [row] = await app.connector.execute_query_all_async(
+                "SELECT admitted_at IS NOT NULL AS taken FROM runs WHERE id = %(run)s", run=str(run.id)
+            )
+            return bool(row["taken"])
+
+        try:
+            assert (await admission.admit(org_id, holding.id)).admitted  # the organization's one slot
+            assert not (await admission.admit(org_id, resumed.id)).admitted
+            # Its cancel requested (stored first, as CancelRun does): its job is made due, it needs no slot.
+            await sql("UPDATE runs SET cancel_requested = true WHERE id = %(run)s", run=resumed.id)
+            await job_queue.QueueRunExecutor(app, 4).cancel(resumed.id)
+            cancelled = (await due(resumed), (await admission.admit(org_id, resumed.id)).admitted)
+            cancelled_took_slot = await slot_taken(resumed)
+            # Not cancelled after all (to see it wait): its job later again; the slot given back wakes it.
+            await sql("UPDATE runs SET cancel_requested = false WHERE id = %(run)s", run=resumed.id)
+            await sql(
+                "UPDATE procrastinate_jobs SET scheduled_at = now() + interval '1 hour' WHERE lock = %(run)s",
+                run=str(resumed.id),
+            )
+            await sql("UPDATE runs SET status = 'completed' WHERE id = %(run)s", run=holding.id)
+            await admission.release(holding.id)
+            woken = (await due(resumed), await due(newest))
+            newest_admitted = (await admission.admit(org_id, newest.id)).admitted
+            resumed_admitted = (await admission.admit(org_id, resumed.id)).admitted
+        finally:
+            await sql("DELETE FROM procrastinate_jobs WHERE queue_name = %(queue)s", queue=queue)
+            await _left_behind(container, None, *runs)
+    assert cancelled == (True, True) and not cancelled_took_slot
+    assert woken == (True, False)  # the run in progress is woken first: it is older
+    assert not newest_admitted and resumed_admitted
+
+
 async def test_an_admission_holding_its_organizations_lock_holds_up_other_admissions_but_not_the_organizations_writes(
     container: Container, settings: Settings
 ) -> None:

@@ -6,9 +6,10 @@ import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from procrastinate.job_context import AbortReason
 from procrastinate.jobs import Job
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -242,3 +243,52 @@ async def test_a_cancel_whose_recording_or_start_met_an_outage_is_recorded_again
         assert await late.cancel(failed)  # executed now, without the slot
     assert executed == [failed, holding, failed]
     await late.shutdown(grace_seconds=0)
+
+
+class _SlowAdmission:
+    """An admission that answers (admitted) only when the test lets it."""
+
+    def __init__(self) -> None:
+        self.asked, self.answer = asyncio.Event(), asyncio.Event()
+        self.released: list[RunId] = []
+
+    async def admit(self, org_id: OrgId, run_id: RunId) -> Admission:
+        self.asked.set()
+        await self.answer.wait()
+        return Admission(admitted=True, request_id="req")
+
+    async def release(self, run_id: RunId) -> None:
+        self.released.append(run_id)
+
+
+@pytest.mark.parametrize("reason", [None, AbortReason.SHUTDOWN], ids=["users-cancel", "worker-stops"])
+async def test_a_job_aborted_while_its_run_is_admitted_carries_the_admission_through(
+    reason: AbortReason | None,
+) -> None:
+    """Stopped half-way, the admission could leave the run with a slot taken and nothing executing it. A user's
+    cancel (stored before the abort) then executes the run, which records its end; a worker that stops hands it
+    back (taken again at once, its slot kept)."""
+    executed: list[RunId] = []
+
+    async def execute(org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False) -> None:
+        executed.append(run_id)
+
+    admission = _SlowAdmission()
+    runs = job_queue.WorkerRuns(execute, admission=cast(RunAdmission, admission))
+    job = Job(id=1, queue=run_queue.QUEUE, lock="run", queueing_lock="run", task_name=run_queue.TASK)
+    context: Any = SimpleNamespace(job=job, abort_reason=lambda: reason)
+    run_id = RunId(uuid.uuid4())
+    taking = asyncio.create_task(runs.execute(context, OrgId(uuid.uuid4()), run_id))
+    async with asyncio.timeout(10):
+        await admission.asked.wait()
+    taking.cancel()  # the job aborted (procrastinate cancels its task)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    admission.answer.set()
+    async with asyncio.timeout(10):
+        if reason is AbortReason.SHUTDOWN:
+            with pytest.raises(job_queue.HandedBack):
+                await taking
+        else:
+            await taking
+    assert (executed, admission.released) == (([], []) if reason else ([run_id], [run_id]))

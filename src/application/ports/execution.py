@@ -77,5 +77,7 @@ class RunExecutor(Protocol):
         ...
 
     async def cancel(self, run_id: RunId) -> bool:
-        """Stop the run's execution if it runs here; True when it did (the run records itself cancelled)."""
+        """Stop the run's execution if it runs here; True when it did (the run records itself cancelled). Called
+        only once the run's cancel is stored (see CancelRun): a run that waits to execute here may be executed at
+        once, only to record that end."""
         ...

@@ -38,7 +38,7 @@ from application.request_context import current_request_id
 from domain.ids import OrgId, RunId
 from infrastructure.execution.pg_listener import libpq_dsn
 from infrastructure.execution.run_queue import QUEUE, TASK, run_job_args, run_job_locks
-from infrastructure.limits.admission import RunAdmission
+from infrastructure.limits.admission import Admission, RunAdmission
 from infrastructure.logging import current_run
 
 logger = logging.getLogger(__name__)
@@ -184,6 +184,22 @@ async def _remove_finished_jobs(context: JobContext, timestamp: int) -> None:
     )
 
 
+_DUE_NOW = """
+WITH due AS (
+    UPDATE procrastinate_jobs SET scheduled_at = now()
+    WHERE lock = %(lock)s AND task_name = %(task)s AND status = 'todo' AND scheduled_at > now(){condition}
+    RETURNING id, queue_name)
+SELECT pg_notify(c.channel, json_build_object('type', 'job_inserted', 'job_id', due.id)::text)
+FROM due, LATERAL (VALUES ('procrastinate_queue_v1#' || due.queue_name), ('procrastinate_any_queue_v1')) AS c(channel)
+"""
+DUE_NOW = _DUE_NOW.format(condition="")
+"""A run's job waiting in the queue until later (for a slot) made due now, and the workers told of it as of a new
+job (procrastinate's own notification); a job due already is left as it is."""
+DUE_NOW_IF_CANCELLED = _DUE_NOW.format(
+    condition=" AND EXISTS (SELECT 1 FROM runs WHERE id = CAST(%(lock)s AS uuid) AND cancel_requested)"
+)
+"""The same, only if the run's cancel is requested."""
+
 _HEALTH = """
 SELECT (SELECT count(*) FROM procrastinate_workers
          WHERE last_heartbeat > now() - make_interval(secs => %(lost)s)) AS workers,
@@ -216,13 +232,15 @@ class QueueRunExecutor:
         return {"workers": row["workers"], "queued_runs": row["queued"]}
 
     async def cancel(self, run_id: RunId) -> bool:
-        """Aborts the run's job if a worker holds it; the run records itself cancelled there. Returns False:
-        the run never executes in this process."""
+        """Aborts the run's job if a worker holds it; the run records itself cancelled there. A job that waits in
+        the queue for a slot is made due now: a worker takes it, and the run, admitted without a slot, records its
+        end. Returns False: the run never executes in this process."""
         rows = await self.app.connector.execute_query_all_async(
             "SELECT id FROM procrastinate_jobs WHERE lock = %(lock)s AND status = 'doing'", lock=str(run_id)
         )
         for row in rows:
             await self.app.job_manager.cancel_job_by_id_async(row["id"], abort=True)
+        await self.app.connector.execute_query_async(DUE_NOW, lock=str(run_id), task=TASK)
         return False
 
 
@@ -262,11 +280,8 @@ class WorkerRuns:
         current_run.set(str(run_id))  # the job's log lines, and the run's, name the run
         try:
             if self._admission is not None:
-                admission = await self._admission.admit(org_id, run_id)
-                if not admission.admitted:
-                    await _later(context, org_id, run_id)
-                    # A slot given back between the refusal and the job's return found nothing to wake: wake now.
-                    await self._quietly("the runs waiting for a slot could not be woken", self._admission.wake(org_id))
+                admission = await self._admitted(context, org_id, run_id)
+                if admission is None:
                     return
                 current_request_id.set(admission.request_id)
             try:
@@ -277,6 +292,34 @@ class WorkerRuns:
         except StorageUnavailable as error:
             logger.warning("a run could not start or go on: %s; its job is tried again shortly", error.detail)
             raise NotStarted(str(run_id)) from None
+
+    async def _admitted(self, context: JobContext, org_id: OrgId, run_id: RunId) -> Admission | None:
+        """The run admitted; or None: refused, its job back in the queue (due when a slot is given back, or at once
+        for a cancel). Carried to its end through an abort of the job (a user's cancel, or the worker stopping):
+        stopped half-way, it could leave the run with no job, or with a slot and nothing executing it."""
+        step = asyncio.create_task(self._admit(context, org_id, run_id))
+        try:
+            return await asyncio.shield(step)
+        except asyncio.CancelledError:
+            admission = await step
+            if admission is not None and context.abort_reason() is AbortReason.SHUTDOWN:
+                raise HandedBack(str(run_id)) from None  # taken again at once, its slot kept
+            return admission  # a user's cancel (stored before): admitted, the run executes to record it
+
+    async def _admit(self, context: JobContext, org_id: OrgId, run_id: RunId) -> Admission | None:
+        assert self._admission is not None
+        admission = await self._admission.admit(org_id, run_id)
+        if admission.admitted:
+            return admission
+        await _later(context, org_id, run_id)
+        # A slot given back between the refusal and the job's return found nothing to wake: wake now.
+        await self._quietly("the runs waiting for a slot could not be woken", self._admission.wake(org_id))
+        # A cancel stored meanwhile may have found no job to make due (QueueRunExecutor.cancel): made due now.
+        try:
+            await context.app.connector.execute_query_async(DUE_NOW_IF_CANCELLED, lock=str(run_id), task=TASK)
+        except (ConnectorException, psycopg.Error, OSError) as error:
+            logger.warning("a cancelled run waiting for a slot could not be made due: %s", error)
+        return None
 
     @staticmethod
     async def _quietly(what: str, step: Coroutine[object, None, None]) -> None:

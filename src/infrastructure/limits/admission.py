@@ -9,7 +9,11 @@ back or taken over after a lost worker keeps its slot.
 Runs that wait for a slot take their turns first come, first served: a run is refused while older runs of its
 organization wait for the free slots (those are woken instead), and a slot given back wakes the oldest waiting
 run at once (its job, scheduled for later, is made due and the workers are notified), so a waiting run neither
-waits longer than it must nor polls.
+waits longer than it must nor polls. A run going on after its client's answers waits as a queued one does (in
+progress), in order of creation.
+
+A run whose cancel is requested is admitted at once, without a slot: it executes only to record that end (its job,
+waiting for a slot, is made due by the cancel: job_queue.QueueRunExecutor.cancel).
 """
 
 from collections.abc import Sequence
@@ -33,17 +37,19 @@ _LIMIT = text("SELECT max_concurrent_runs FROM organizations WHERE id = :org FOR
 # admission's statements (the organization's lock, FOR NO KEY UPDATE since migration 0021, and the slots held and
 # the waiting runs ahead counted after it).
 _ADMIT_RUN = text("SELECT admitted, request_id FROM threadline_admit_run(:org, :run, :default_limit)")
-# The slots held, the waiting runs and their wake below are also written in migration 0019's threadline_admit_run
-# (the admission's side, in SQL): a change to one is made to the other (in a new migration).
+# The slots held, the waiting runs and their wake below are also written in threadline_admit_run (migration 0019,
+# changed by 0021 and 0024: the admission's side, in SQL): a change to one is made to the other (in a new migration).
 # The slots held in the organization: its runs admitted and queued or in progress (the predicate of their index,
 # which the query must imply for the index to serve it).
 _HOLDING_COUNT = f"SELECT count(*) FROM runs WHERE org_id = :org AND {HOLDING_SLOT}"
 _HOLDING = text(_HOLDING_COUNT)
-# The organization's runs that wait for a slot (queued, not admitted: tables.WAITING_FOR_SLOT, the predicate of
-# their index, here with the runs' alias) with their job (`j`) in the queue.
+# The organization's runs that wait for a slot (queued or going on after their client's answers, not admitted:
+# tables.WAITING_FOR_SLOT, the predicate of their index, here with the runs' alias), their cancel not requested (a
+# cancelled one is admitted without a slot), with their job (`j`) in the queue.
+_WAITING_RUN = "r.status IN ('queued', 'in_progress') AND r.admitted_at IS NULL AND NOT r.cancel_requested"
 _WAITING_JOBS = (
     "runs r JOIN procrastinate_jobs j ON j.queueing_lock = CAST(r.id AS text) AND j.status = 'todo'"
-    " WHERE r.org_id = :org AND r.status = 'queued' AND r.admitted_at IS NULL"
+    f" WHERE r.org_id = :org AND {_WAITING_RUN}"
 )
 _RELEASE = text(
     "UPDATE runs SET admitted_at = NULL WHERE id = :run AND status NOT IN ('queued', 'in_progress') RETURNING org_id"
@@ -56,7 +62,7 @@ _ANY_SLEEPING = text(
     "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs j"
     f" JOIN runs r ON r.id = CASE WHEN j.task_name = '{TASK}' THEN CAST(j.args ->> 'run_id' AS uuid) END"
     f" WHERE j.status = 'todo' AND j.args ->> 'org_id' = :org_key AND j.scheduled_at > now() AND j.task_name = '{TASK}'"
-    " AND r.org_id = :org AND r.status = 'queued' AND r.admitted_at IS NULL)"
+    f" AND r.org_id = :org AND {_WAITING_RUN})"
 )
 # The oldest waiting runs' jobs.
 _WAITING = text(f"SELECT j.id, j.queue_name FROM {_WAITING_JOBS} ORDER BY r.created_at, r.id LIMIT :count")

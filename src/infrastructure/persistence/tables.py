@@ -245,8 +245,8 @@ UNFINISHED = f"status IN ({', '.join(repr(status) for status in UNFINISHED_STATU
 UNFINISHED_RUN_OF_THREAD = "uq_runs_thread_id_unfinished"
 HOLDING_SLOT = "admitted_at IS NOT NULL AND status IN ('queued', 'in_progress')"
 """A run that holds one of its organization's slots (worker mode's admission: limits/admission.py)."""
-WAITING_FOR_SLOT = "status = 'queued' AND admitted_at IS NULL"
-"""A run that waits for a slot (or for its first admission)."""
+WAITING_FOR_SLOT = "status IN ('queued', 'in_progress') AND admitted_at IS NULL"
+"""A run that waits for a slot (or for its first admission): queued, or going on after its client's answers."""
 
 runs = Table(
     "runs",
