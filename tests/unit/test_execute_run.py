@@ -26,6 +26,7 @@ from application.runs.submit_tool_results import SubmitToolResults, SubmitToolRe
 from application.runs.tools.calls import ToolLimits
 from application.runs.tools.handler import ToolContext, ToolOutcome
 from domain.agents import Agent
+from domain.elicitation import Elicitation
 from domain.ids import MessageId, RunId
 from domain.messages import Message, MessageRole, TextContent, ToolResultContent, ToolUseContent
 from domain.native_tools import ToolRef
@@ -795,6 +796,34 @@ async def test_a_run_left_during_its_tool_calls_fails_as_worker_lost_without_cal
     assert app.model.requests == [] and app.commands.runs == []
     assert app.bus.types(run.id)[-1] == "run.failed"
     assert (await stored(app, run)).error == done.error
+
+
+@pytest.mark.parametrize("cancelled", [False, True], ids=["lost", "lost-after-its-cancel"])
+async def test_a_run_whose_live_question_died_with_its_process_fails_as_worker_lost_or_ends_as_its_cancel_asked(
+    app: FakeApp, cancelled: bool
+) -> None:
+    """A question asked during a call (`elicitation/create`) is held by the call, in the process that executes the
+    run: when that process is lost, the next taker of the run ends it. A cancel its user requested meanwhile (it
+    could not stop the call: the process was gone) is what the run ends with."""
+    _agent, _thread, run = await queued(app, "Plan the party", **commands_agent())
+    async with app.uow as uow:
+        stored_run = await uow.runs.get(run.org_id, run.id, for_update=True)
+        assert stored_run is not None
+        stored_run.start(NOW)
+        question = Elicitation.asked(
+            tool_call_id="call_1", tool_name="plan", key="party", message="How many?", requested_schema={}, live=True
+        )
+        stored_run.ask_live(question, NOW)
+        await uow.runs.save(stored_run)
+        if cancelled:  # as CancelRun stores it
+            await uow.runs.request_cancel(run.org_id, run.id)
+        await uow.commit()
+    done = await app.execute_run().execute(run.org_id, run.id)
+    if cancelled:
+        assert status(done) is RunStatus.CANCELLED and app.bus.types(run.id)[-1] == "run.cancelled"
+    else:
+        assert status(done) is RunStatus.FAILED and done.error is not None and done.error.code == "worker_lost"
+    assert app.model.requests == [] and app.commands.runs == []
 
 
 async def handed_back_during_its_call(app: FakeApp, server: LookupServer, run: Run) -> None:

@@ -505,6 +505,21 @@ async def test_recovery_resubmits_queued_runs_and_fails_interrupted_ones(app: Fa
     assert isinstance(event.payload, RunFailed) and event.seq == UNSTORED_SEQS + 1  # past what it may have sent
 
 
+async def test_recovery_ends_a_run_left_in_progress_after_its_cancel_was_requested_cancelled(app: FakeApp) -> None:
+    org, agent, thread = await setup(app)
+    left = builders.run(org.id, thread.id, agent.id)
+    left.start(app.clock.now())
+    async with app.uow as uow:
+        await uow.runs.add(left)
+        await uow.runs.request_cancel(org.id, left.id)  # stored; the process stopped before the run recorded it
+        await uow.commit()
+    restarted = FakeApp(store=app.store)
+    assert await RecoverRuns(restarted.uow, restarted.clock, restarted.bus, restarted.executor).execute() == (1, 0)
+    assert status(await stored(app, left)) is RunStatus.CANCELLED
+    [event] = restarted.bus.published
+    assert event.type.value == "run.cancelled"
+
+
 async def test_recovery_handles_every_stranded_run_not_just_a_first_batch(app: FakeApp) -> None:
     org, agent, _ = await setup(app)
     stranded = []

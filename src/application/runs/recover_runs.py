@@ -13,15 +13,16 @@ RECOVERY_BATCH = 500
 
 class RecoverRuns:
     """At start: runs left in progress by a process that stopped are failed as interrupted (so are runs that
-    waited for the answer to a question its open call asked: the call is gone); queued runs are handed to the
-    executor again. Runs that another live process holds are left alone."""
+    waited for the answer to a question its open call asked: the call is gone), or end cancelled when their cancel
+    was requested; queued runs are handed to the executor again. Runs that another live process holds are left
+    alone."""
 
     def __init__(self, uow: UnitOfWork, clock: Clock, bus: RunEventBus, executor: RunExecutor) -> None:
         self._uow, self._clock, self._bus, self._executor = uow, clock, bus, executor
 
     async def execute(self, batch: int = RECOVERY_BATCH) -> tuple[int, int]:
-        """How many runs were failed as interrupted, and how many were resubmitted: all of them, a batch at a
-        time."""
+        """How many runs were ended (failed as interrupted, or cancelled), and how many were resubmitted: all of
+        them, a batch at a time."""
         interrupted = resubmitted = 0
         last: RunId | None = None
         while True:
@@ -44,7 +45,10 @@ class RecoverRuns:
             if claimed is None or not (claimed.run.status is RunStatus.IN_PROGRESS or claimed.run.asks_live):
                 return None
             run = claimed.run
-            run.interrupt(self._clock.now())
+            if run.cancel_requested:  # its user asked for that end, which its process could not record
+                run.cancel(self._clock.now())
+            else:
+                run.interrupt(self._clock.now())
             event = await store_ending(
                 uow, run, self._bus, self._clock, after_holder=True, last_seq=claimed.last_event_seq
             )
