@@ -335,19 +335,11 @@ async def test_jobs_that_ended_long_ago_are_deleted_by_a_periodic_task(settings:
             )
 
 
-async def test_a_run_is_admitted_while_its_organization_has_a_free_slot_and_older_waiting_runs_go_first(
-    container: Container, settings: Settings
-) -> None:
-    """Fair share (the organization may execute one run at a time): the oldest run is admitted; a newer one is
-    refused while the slot is held, and refused again once it is free because an older run waits for it, which
-    is woken (its job made due); that one is then admitted."""
+async def _three_runs_one_slot(container: Container) -> list[Run]:
+    """Three queued runs of one organization, on threads of their own (the organization's limit is set later)."""
     async with as_port(container.uow()) as uow:
         agent, first = await agent_and_thread(uow)
-        threads = [
-            first,
-            builders.thread(first.org_id, agent_id=agent.id),
-            builders.thread(first.org_id, agent_id=agent.id),
-        ]
+        threads = [first, *(builders.thread(first.org_id, agent_id=agent.id) for _ in range(2))]
         for thread in threads[1:]:
             await uow.threads.add(thread)
         runs = [
@@ -355,37 +347,55 @@ async def test_a_run_is_admitted_while_its_organization_has_a_free_slot_and_olde
             for t in threads
         ]
         await uow.commit()
-    org_id, (oldest, older, newest) = first.org_id, runs
+    return runs
+
+
+async def _waiting_in_line(app: Any, queue: str, runs: list[Run]) -> None:
+    """The organization may execute one run at a time; the runs were created in this order, seconds apart; all but
+    the first were refused before, and wait in the queue for a slot (their jobs, in `queue`, due later unless
+    woken)."""
+    sql = app.connector.execute_query_async
+    await sql("UPDATE organizations SET max_concurrent_runs = 1 WHERE id = %(org)s", org=runs[0].org_id)
+    for age, run in zip((30, 20, 10), runs, strict=True):
+        await sql(
+            "UPDATE runs SET created_at = now() - make_interval(secs => %(age)s) WHERE id = %(run)s",
+            age=age,
+            run=run.id,
+        )
+        if run is not runs[0]:
+            task = app.configure_task(
+                run_queue.TASK, queue=queue, lock=str(run.id), queueing_lock=str(run.id), schedule_in={"hours": 1}
+            )
+            await task.defer_async(**run_queue.run_job_args(run.org_id, run.id))
+
+
+async def _due(app: Any, run: Run) -> bool:
+    [row] = await app.connector.execute_query_all_async(
+        "SELECT scheduled_at <= now() AS due FROM procrastinate_jobs WHERE queueing_lock = %(run)s", run=str(run.id)
+    )
+    return bool(row["due"])
+
+
+async def test_a_run_is_admitted_while_its_organization_has_a_free_slot_and_older_waiting_runs_go_first(
+    container: Container, settings: Settings
+) -> None:
+    """Fair share (the organization may execute one run at a time): the oldest run is admitted; a newer one is
+    refused while the slot is held, and refused again once it is free because an older run waits for it, which
+    is woken (its job made due); that one is then admitted."""
+    runs = await _three_runs_one_slot(container)
+    org_id, (oldest, older, newest) = runs[0].org_id, runs
     admission = RunAdmission(container.database(), default_limit=10)
     queue = f"test-{uuid.uuid4().hex[:8]}"  # no worker takes these jobs
     async with job_queue.opened(settings.database_url, 2, 4) as app:
         sql = app.connector.execute_query_async
-        await sql("UPDATE organizations SET max_concurrent_runs = 1 WHERE id = %(org)s", org=org_id)
-        for age, run in zip((30, 20, 10), runs, strict=True):  # created in this order, seconds apart
-            await sql(
-                "UPDATE runs SET created_at = now() - make_interval(secs => %(age)s) WHERE id = %(run)s",
-                age=age,
-                run=run.id,
-            )
-            if run is not oldest:  # refused before, waiting in the queue for a slot (due later, unless woken)
-                task = app.configure_task(
-                    run_queue.TASK, queue=queue, lock=str(run.id), queueing_lock=str(run.id), schedule_in={"hours": 1}
-                )
-                await task.defer_async(**run_queue.run_job_args(org_id, run.id))
-
-        async def due(run: Run) -> bool:
-            [row] = await app.connector.execute_query_all_async(
-                "SELECT scheduled_at <= now() AS due FROM procrastinate_jobs WHERE queueing_lock = %(run)s",
-                run=str(run.id),
-            )
-            return bool(row["due"])
+        await _waiting_in_line(app, queue, runs)
 
         try:
             first_try = [await admission.admit(org_id, oldest.id), await admission.admit(org_id, newest.id)]
             # The oldest ends and gives its slot back (as a worker's release does, without waking anyone).
             await sql("UPDATE runs SET status = 'completed', admitted_at = NULL WHERE id = %(run)s", run=oldest.id)
             newest_again = await admission.admit(org_id, newest.id)
-            woken = (await due(older), await due(newest))
+            woken = (await _due(app, older), await _due(app, newest))
             older_admitted = await admission.admit(org_id, older.id)
             ended = await admission.admit(org_id, oldest.id)
         finally:
@@ -403,42 +413,15 @@ async def test_a_run_going_on_after_its_clients_answers_waits_its_turn_for_a_slo
     """A run in progress again after its client's answers waits for a slot as a queued one does: a slot given back
     wakes it (its job made due), and newer runs wait behind it. Cancelled while it waits, its job is made due at
     once and it is admitted without taking a slot (it executes only to record its end)."""
-    async with as_port(container.uow()) as uow:
-        agent, first = await agent_and_thread(uow)
-        threads = [first, *(builders.thread(first.org_id, agent_id=agent.id) for _ in range(2))]
-        for thread in threads[1:]:
-            await uow.threads.add(thread)
-        runs = [
-            (await queue_run(uow, clock=container.clock(), ids=container.ids(), thread=t, agent=agent, input="hi")).run
-            for t in threads
-        ]
-        await uow.commit()
-    org_id, (holding, resumed, newest) = first.org_id, runs
+    runs = await _three_runs_one_slot(container)
+    org_id, (holding, resumed, newest) = runs[0].org_id, runs
     admission = RunAdmission(container.database(), default_limit=10)
     queue = f"test-{uuid.uuid4().hex[:8]}"  # no worker takes these jobs
     async with job_queue.opened(settings.database_url, 2, 4) as app:
         sql = app.connector.execute_query_async
-        await sql("UPDATE organizations SET max_concurrent_runs = 1 WHERE id = %(org)s", org=org_id)
-        for age, run in zip((30, 20, 10), runs, strict=True):  # created in this order, seconds apart
-            await sql(
-                "UPDATE runs SET created_at = now() - make_interval(secs => %(age)s) WHERE id = %(run)s",
-                age=age,
-                run=run.id,
-            )
-            if run is not holding:  # refused before, waiting in the queue for a slot (due later, unless woken)
-                task = app.configure_task(
-                    run_queue.TASK, queue=queue, lock=str(run.id), queueing_lock=str(run.id), schedule_in={"hours": 1}
-                )
-                await task.defer_async(**run_queue.run_job_args(org_id, run.id))
+        await _waiting_in_line(app, queue, runs)
         # Given its client's tool results, it goes on: in progress, not admitted (its slot was given back).
         await sql("UPDATE runs SET status = 'in_progress' WHERE id = %(run)s", run=resumed.id)
-
-        async def due(run: Run) -> bool:
-            [row] = await app.connector.execute_query_all_async(
-                "SELECT scheduled_at <= now() AS due FROM procrastinate_jobs WHERE queueing_lock = %(run)s",
-                run=str(run.id),
-            )
-            return bool(row["due"])
 
         async def slot_taken(run: Run) -> bool:
             [row] = await app.connector.execute_query_all_async(
@@ -452,7 +435,7 @@ async def test_a_run_going_on_after_its_clients_answers_waits_its_turn_for_a_slo
             # Its cancel requested (stored first, as CancelRun does): its job is made due, it needs no slot.
             await sql("UPDATE runs SET cancel_requested = true WHERE id = %(run)s", run=resumed.id)
             await job_queue.QueueRunExecutor(app, 4).cancel(resumed.id)
-            cancelled = (await due(resumed), (await admission.admit(org_id, resumed.id)).admitted)
+            cancelled = (await _due(app, resumed), (await admission.admit(org_id, resumed.id)).admitted)
             cancelled_took_slot = await slot_taken(resumed)
             # Not cancelled after all (to see it wait): its job later again; the slot given back wakes it.
             await sql("UPDATE runs SET cancel_requested = false WHERE id = %(run)s", run=resumed.id)
@@ -462,7 +445,7 @@ async def test_a_run_going_on_after_its_clients_answers_waits_its_turn_for_a_slo
             )
             await sql("UPDATE runs SET status = 'completed' WHERE id = %(run)s", run=holding.id)
             await admission.release(holding.id)
-            woken = (await due(resumed), await due(newest))
+            woken = (await _due(app, resumed), await _due(app, newest))
             newest_admitted = (await admission.admit(org_id, newest.id)).admitted
             resumed_admitted = (await admission.admit(org_id, resumed.id)).admitted
         finally:
