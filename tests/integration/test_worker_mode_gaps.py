@@ -7,6 +7,7 @@ answers makes the API not ready (503), not a server error."""
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,7 +31,7 @@ from infrastructure.container import Container
 from infrastructure.execution import job_queue, run_queue
 from infrastructure.execution.pg_event_bus import PostgresRunEventBus
 from infrastructure.execution.pg_listener import libpq_dsn
-from infrastructure.limits.admission import RunAdmission
+from infrastructure.limits.admission import Admission, RunAdmission
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.settings import Settings
@@ -454,6 +455,89 @@ async def test_a_run_going_on_after_its_clients_answers_waits_its_turn_for_a_slo
     assert cancelled == (True, True) and not cancelled_took_slot
     assert woken == (True, False)  # the run in progress is woken first: it is older
     assert not newest_admitted and resumed_admitted
+
+
+class _CancelledMeanwhile(RunAdmission):
+    """The admission, and a user's cancel of the run stored just after it (before the job goes back to the queue)."""
+
+    def __init__(self, database: Database, cancel: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(database, default_limit=10)
+        self._cancel = cancel
+
+    async def _admit(self, org_id: OrgId, run_id: RunId) -> Admission:
+        admission = await super()._admit(org_id, run_id)
+        await self._cancel()
+        return admission
+
+
+async def _never(org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False) -> None:
+    raise AssertionError("a run refused a slot does not execute")
+
+
+async def test_a_run_refused_a_slot_as_its_cancel_is_stored_has_its_job_made_due_at_once(
+    container: Container, settings: Settings
+) -> None:
+    """The cancel found the run's job being taken (not waiting in the queue) and aborted it; the job, refused a
+    slot, went back to the queue for later: it is made due there, and the run, admitted without a slot, ends."""
+    runs = await _three_runs_one_slot(container)
+    org_id, (holding, resumed, _newest) = runs[0].org_id, runs
+    queue = f"test-{uuid.uuid4().hex[:8]}"  # no worker takes these jobs
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        sql = app.connector.execute_query_async
+        await _waiting_in_line(app, queue, runs)
+        await sql("UPDATE runs SET status = 'in_progress' WHERE id = %(run)s", run=resumed.id)  # goes on, waits
+
+        async def cancel() -> None:
+            await sql("UPDATE runs SET cancel_requested = true WHERE id = %(run)s", run=resumed.id)
+
+        admission = _CancelledMeanwhile(container.database(), cancel)
+        job = Job(id=1, queue=queue, lock=str(resumed.id), queueing_lock=str(resumed.id), task_name=run_queue.TASK)
+        context: Any = SimpleNamespace(app=app, job=job, abort_reason=lambda: None)
+        try:
+            assert (await RunAdmission(container.database(), default_limit=10).admit(org_id, holding.id)).admitted
+            await job_queue.WorkerRuns(_never, admission=admission).execute(context, org_id, resumed.id)
+            due = await _due(app, resumed)
+        finally:
+            await sql("DELETE FROM procrastinate_jobs WHERE queue_name = %(queue)s", queue=queue)
+            await _left_behind(container, None, *runs)
+    assert due
+
+
+async def test_a_run_cut_by_its_cancel_before_it_could_record_it_gets_a_job_that_ends_it(
+    container: Container, settings: Settings
+) -> None:
+    """A user's cancel aborts the run's job as the run is being taken, before it can record its end: a job of its
+    own, due at once, ends it (else it would stay in progress, its thread busy, with no job)."""
+    _thread, run = await queued_run(container)
+    taken = asyncio.Event()
+
+    async def cut(org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False) -> None:
+        taken.set()
+        await asyncio.Event().wait()  # cancelled here, with nothing recorded
+
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        sql = app.connector.execute_query_async
+        await sql("UPDATE runs SET status = 'in_progress', cancel_requested = true WHERE id = %(run)s", run=str(run.id))
+        job = Job(id=1, queue=run_queue.QUEUE, lock=str(run.id), queueing_lock=str(run.id), task_name=run_queue.TASK)
+        context: Any = SimpleNamespace(app=app, job=job, abort_reason=lambda: None)
+        executing = asyncio.create_task(job_queue.WorkerRuns(cut).execute(context, run.org_id, run.id))
+        try:
+            async with asyncio.timeout(10):
+                await taken.wait()
+            executing.cancel()  # the job aborted by the user's cancel
+            with pytest.raises(asyncio.CancelledError):
+                await executing
+            # A todo job due now; or the suite's worker (in worker mode) took it already, and the run ended.
+            rows = await app.connector.execute_query_all_async(
+                "SELECT scheduled_at <= now() AS due FROM procrastinate_jobs"
+                " WHERE queueing_lock = %(run)s AND status = 'todo'",
+                run=str(run.id),
+            )
+            async with as_port(container.uow()).read_only() as uow:
+                stored = await uow.runs.get(run.org_id, run.id)
+        finally:
+            await _left_behind(container, app, run)
+    assert [row["due"] for row in rows] == [True] or (stored is not None and stored.status is RunStatus.CANCELLED)
 
 
 async def test_an_admission_holding_its_organizations_lock_holds_up_other_admissions_but_not_the_organizations_writes(

@@ -202,6 +202,27 @@ async def test_a_second_cancel_while_the_first_is_recorded_waits_for_it_and_does
     await executor.shutdown(grace_seconds=0)
 
 
+async def test_two_cancels_of_a_waiting_run_made_at_once_record_its_end_once() -> None:
+    org_id, holding, waiting = OrgId(uuid.uuid4()), RunId(uuid.uuid4()), RunId(uuid.uuid4())
+    executed: list[RunId] = []
+    held = asyncio.Event()
+
+    async def execute(org_id: OrgId, run_id: RunId, *, began: object = None) -> None:
+        executed.append(run_id)
+        if run_id == holding:
+            held.set()
+            await asyncio.Event().wait()  # at the model, as long as it takes
+
+    executor = InProcessRunExecutor(execute, org_limit=_one_slot)
+    await executor.submit(org_id, holding)
+    await held.wait()
+    await executor.submit(org_id, waiting)
+    async with asyncio.timeout(10):
+        assert list(await asyncio.gather(executor.cancel(waiting), executor.cancel(waiting))) == [True, True]
+    assert executed == [holding, waiting]
+    await executor.shutdown(grace_seconds=0)
+
+
 async def test_a_cancel_whose_recording_or_start_met_an_outage_is_recorded_again_without_waiting_for_a_slot() -> None:
     """A run whose cancel could not be recorded (the database did not answer) is tried again without a slot; one
     waiting to be tried again after such an outage is executed at the cancel, without waiting for the retry."""
@@ -261,9 +282,13 @@ class _SlowAdmission:
         self.released.append(run_id)
 
 
-@pytest.mark.parametrize("reason", [None, AbortReason.SHUTDOWN], ids=["users-cancel", "worker-stops"])
+@pytest.mark.parametrize(
+    ("reason", "aborts"),
+    [(None, 1), (AbortReason.SHUTDOWN, 1), (AbortReason.SHUTDOWN, 2)],
+    ids=["users-cancel", "worker-stops", "users-cancel-then-worker-stops"],
+)
 async def test_a_job_aborted_while_its_run_is_admitted_carries_the_admission_through(
-    reason: AbortReason | None,
+    reason: AbortReason | None, aborts: int
 ) -> None:
     """Stopped half-way, the admission could leave the run with a slot taken and nothing executing it. A user's
     cancel (stored before the abort) then executes the run, which records its end; a worker that stops hands it
@@ -281,9 +306,10 @@ async def test_a_job_aborted_while_its_run_is_admitted_carries_the_admission_thr
     taking = asyncio.create_task(runs.execute(context, OrgId(uuid.uuid4()), run_id))
     async with asyncio.timeout(10):
         await admission.asked.wait()
-    taking.cancel()  # the job aborted (procrastinate cancels its task)
-    for _ in range(5):
-        await asyncio.sleep(0)
+    for _ in range(aborts):
+        taking.cancel()  # the job aborted (procrastinate cancels its task; a stopping worker aborts it again)
+        for _ in range(5):
+            await asyncio.sleep(0)
     admission.answer.set()
     async with asyncio.timeout(10):
         if reason is AbortReason.SHUTDOWN:

@@ -90,6 +90,8 @@ class InProcessRunExecutor:
         """The runs whose task holds a slot (the others wait for one)."""
         self._recording: set[RunId] = set()
         """The runs whose task only records the end their cancel requested (executed without a slot)."""
+        self._cancels: dict[RunId, asyncio.Task[bool]] = {}
+        """The cancels under way, by run: a cancel made meanwhile waits for the one under way."""
         self._retry_seconds = retry_seconds
         self._closing = False
         self._reserved = 0
@@ -206,7 +208,16 @@ class InProcessRunExecutor:
     async def cancel(self, run_id: RunId) -> bool:
         """Stops the run's task, once its cancel is stored (see CancelRun): a run executing records itself
         cancelled as it stops; one not executing (waiting for a slot, or to be tried again after an outage) is
-        executed at once, without a slot, to record it. True when the run's end was recorded here (or is being)."""
+        executed at once, without a slot, to record it. True when the run's end was recorded here (or is being).
+        A cancel made while another of the same run is under way waits for that one: the run is recorded once."""
+        cancelling = self._cancels.get(run_id)
+        if cancelling is None:
+            cancelling = asyncio.create_task(self._cancel(run_id), name=f"cancel-{run_id}")
+            self._cancels[run_id] = cancelling
+            cancelling.add_done_callback(lambda _: self._cancels.pop(run_id, None))
+        return await asyncio.shield(cancelling)  # carried to its end even if its caller goes away
+
+    async def _cancel(self, run_id: RunId) -> bool:
         retry = self._retries.pop(run_id, None)
         if retry is not None:
             retry.handle.cancel()
@@ -217,7 +228,7 @@ class InProcessRunExecutor:
         task = self._tasks.get(run_id)
         if task is None or task.done():
             return False
-        if run_id in self._recording:  # an earlier cancel's: this one waits for it too, and does not restart it
+        if run_id in self._recording:  # an earlier cancel's, which stopped waiting: waited for, not restarted
             await asyncio.wait({task}, timeout=10)
             return True
         org_id, waiting = self._org_of[run_id], run_id not in self._executing

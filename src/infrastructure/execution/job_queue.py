@@ -235,12 +235,16 @@ class QueueRunExecutor:
         """Aborts the run's job if a worker holds it; the run records itself cancelled there. A job that waits in
         the queue for a slot is made due now: a worker takes it, and the run, admitted without a slot, records its
         end. Returns False: the run never executes in this process."""
-        rows = await self.app.connector.execute_query_all_async(
-            "SELECT id FROM procrastinate_jobs WHERE lock = %(lock)s AND status = 'doing'", lock=str(run_id)
-        )
-        for row in rows:
-            await self.app.job_manager.cancel_job_by_id_async(row["id"], abort=True)
-        await self.app.connector.execute_query_async(DUE_NOW, lock=str(run_id), task=TASK)
+        try:
+            rows = await self.app.connector.execute_query_all_async(
+                "SELECT id FROM procrastinate_jobs WHERE lock = %(lock)s AND status = 'doing'", lock=str(run_id)
+            )
+            for row in rows:
+                await self.app.job_manager.cancel_job_by_id_async(row["id"], abort=True)
+            await self.app.connector.execute_query_async(DUE_NOW, lock=str(run_id), task=TASK)
+        except (ConnectorException, psycopg.Error, OSError) as error:
+            # The cancel is stored: the run ends at its next step, or as its job is next taken.
+            logger.warning("a run's cancel could not reach its job: %s", error, extra={"run_id": str(run_id)})
         return False
 
 
@@ -298,20 +302,29 @@ class WorkerRuns:
         for a cancel). Carried to its end through an abort of the job (a user's cancel, or the worker stopping):
         stopped half-way, it could leave the run with no job, or with a slot and nothing executing it."""
         step = asyncio.create_task(self._admit(context, org_id, run_id))
-        try:
-            return await asyncio.shield(step)
-        except asyncio.CancelledError:
-            admission = await step
-            if admission is not None and context.abort_reason() is AbortReason.SHUTDOWN:
-                raise HandedBack(str(run_id)) from None  # taken again at once, its slot kept
-            return admission  # a user's cancel (stored before): admitted, the run executes to record it
+        aborted = False
+        while not step.done():
+            try:
+                await asyncio.shield(step)
+            except asyncio.CancelledError:
+                if step.cancelled():
+                    raise  # the step's own (a bug): not an abort
+                aborted = True  # (a user's cancel, then the worker stopping: one abort after the other)
+                _uncancel()
+        admission = step.result()
+        if aborted and admission is not None and context.abort_reason() is AbortReason.SHUTDOWN:
+            raise HandedBack(str(run_id))  # taken again at once, its slot kept
+        return admission  # after a user's cancel (stored before): admitted, the run executes to record it
 
     async def _admit(self, context: JobContext, org_id: OrgId, run_id: RunId) -> Admission | None:
         assert self._admission is not None
         admission = await self._admission.admit(org_id, run_id)
         if admission.admitted:
             return admission
-        await _later(context, org_id, run_id)
+        try:
+            await _later(context, org_id, run_id)
+        except (ConnectorException, psycopg.Error, OSError) as error:  # this job is tried again shortly
+            raise StorageUnavailable(f"the run could not go back to the queue: {error}") from None
         # A slot given back between the refusal and the job's return found nothing to wake: wake now.
         await self._quietly("the runs waiting for a slot could not be woken", self._admission.wake(org_id))
         # A cancel stored meanwhile may have found no job to make due (QueueRunExecutor.cancel): made due now.
@@ -342,7 +355,8 @@ class WorkerRuns:
             try:
                 await task
             except asyncio.CancelledError:
-                pass
+                if not stopping:
+                    await _unless_ended(context, org_id, run_id)
             except StorageUnavailable:
                 # The user's cancel could not be stored. Its job, aborted, is not tried again: another one, due
                 # shortly, ends the run then as its stored cancel request says.
@@ -354,6 +368,27 @@ class WorkerRuns:
                 logger.info("run handed back to the queue: the worker stops", extra={"run_id": str(run_id)})
                 raise HandedBack(str(run_id)) from None
             raise
+
+
+def _uncancel() -> None:
+    """A cancellation of the current task caught and carried through: it no longer counts as one under way (an
+    asyncio.timeout in the task would otherwise take its expiry for it)."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
+_UNFINISHED = "SELECT 1 FROM runs WHERE id = %(run)s::uuid AND status IN ('queued', 'in_progress')"
+
+
+async def _unless_ended(context: JobContext, org_id: OrgId, run_id: RunId) -> None:
+    """A user's cancel stopped the run before it could record its end (as it was being taken): a job of its own,
+    due now, records it; else the run would stay in progress with no job."""
+    try:
+        if await context.app.connector.execute_query_all_async(_UNFINISHED, run=str(run_id)):
+            await _later(context, org_id, run_id, in_seconds=0)
+    except (ConnectorException, psycopg.Error, OSError) as error:
+        logger.warning("a cancelled run that did not record its end could not be queued again: %s", error)
 
 
 async def _later(
