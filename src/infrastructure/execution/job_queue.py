@@ -283,6 +283,19 @@ class WorkerRuns:
     async def execute(self, context: JobContext, org_id: OrgId, run_id: RunId) -> None:
         current_run.set(str(run_id))  # the job's log lines, and the run's, name the run
         try:
+            await self._carried_out(context, org_id, run_id)
+        except (HandedBack, NotStarted) as stopped:
+            # procrastinate does not take again a job whose abort was requested (a user's cancel, which may have
+            # reached the job or not): it fails it, and the run would stay as stored with no job. A job of its own
+            # takes the run again (it ends as its stored cancel says).
+            if not await _abort_requested(context):
+                raise
+            await _later(
+                context, org_id, run_id, in_seconds=0 if isinstance(stopped, HandedBack) else NOT_STARTED_RETRY_SECONDS
+            )
+
+    async def _carried_out(self, context: JobContext, org_id: OrgId, run_id: RunId) -> None:
+        try:
             if self._admission is not None:
                 admission = await self._admitted(context, org_id, run_id)
                 if admission is None:
@@ -376,6 +389,19 @@ def _uncancel() -> None:
     task = asyncio.current_task()
     if task is not None:
         task.uncancel()
+
+
+_ABORT_REQUESTED = "SELECT abort_requested FROM procrastinate_jobs WHERE id = %(job)s"
+
+
+async def _abort_requested(context: JobContext) -> bool:
+    """Whether the job's abort was requested (false when that cannot be read: its retry decides then)."""
+    try:
+        rows = await context.app.connector.execute_query_all_async(_ABORT_REQUESTED, job=context.job.id)
+    except (ConnectorException, psycopg.Error, OSError) as error:
+        logger.warning("whether a job's abort was requested could not be read: %s", error)
+        return False
+    return bool(rows and rows[0]["abort_requested"])
 
 
 _UNFINISHED = "SELECT 1 FROM runs WHERE id = %(run)s::uuid AND status IN ('queued', 'in_progress')"
