@@ -4,7 +4,8 @@ An API process in worker mode queues a job per run (and never executes runs): in
 run queued (persistence/repositories/run_jobs.py), or through `submit` for a run handed over again; any worker takes
 it. A run's job has the run as its lock, so two workers never execute one run at once; a thread has at most one
 active run (run creation locks the thread), so a thread's runs execute in order. Cancelling a run aborts its job:
-the worker that holds it cancels the run's task at once. A worker executes a run only once its organization
+the worker that holds it cancels the run's task at once; a job waiting for a slot is made due, and its run, admitted
+without one, records its end. A worker executes a run only once its organization
 has a free slot (see limits/admission.py); until then its job goes back to the queue, due later, and is made due
 the moment a slot is given back, so a waiting run never holds a worker's slot.
 
