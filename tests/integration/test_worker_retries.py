@@ -165,38 +165,47 @@ async def test_a_run_cancelled_while_it_waits_for_a_slot_records_its_end_at_once
     """A run that went on after its client's tool results waits for its organization's slot in progress: its
     user's cancel (stored first) has it executed at once, without a slot, to record its end (it would otherwise stay
     in progress, its thread busy, until the next start). A process that stops leaves a waiting run as stored."""
-    org_id, holding, waiting, later = OrgId(uuid.uuid4()), RunId(uuid.uuid4()), RunId(uuid.uuid4()), RunId(uuid.uuid4())
-    executed: list[RunId] = []
-    held = asyncio.Event()
-
-    async def execute(org_id: OrgId, run_id: RunId, *, began: object = None) -> None:
-        executed.append(run_id)
-        if run_id == holding:
-            held.set()
-            await asyncio.Event().wait()  # at the model, as long as it takes
-
-    async def one_slot(_org_id: OrgId) -> int:
-        return 1
-
-    executor = InProcessRunExecutor(execute, org_limit=one_slot)
-    await executor.submit(org_id, holding)
-    await held.wait()
-    await executor.submit(org_id, waiting)
-    await executor.submit(org_id, later)
+    runs = _OneSlot()
+    executor = await runs.taken()
+    waiting, later = RunId(uuid.uuid4()), RunId(uuid.uuid4())
+    await executor.submit(runs.org_id, waiting)
+    await executor.submit(runs.org_id, later)
     for _ in range(5):
         await asyncio.sleep(0)  # both tasks begin
-    assert len(executor._orgs[org_id].waiting) == 2  # and wait in line for the slot
+    assert len(executor._orgs[runs.org_id].waiting) == 2  # and wait in line for the slot
     async with asyncio.timeout(10):
         assert await executor.cancel(waiting)
-    assert executed == [holding, waiting]  # its end recorded while the slot is still taken
+    assert runs.executed == [runs.holding, waiting]  # its end recorded while the slot is still taken
     async with asyncio.timeout(10):
         stopped = await executor.shutdown(grace_seconds=0)
-    assert stopped == [holding, later]
-    assert executed == [holding, waiting]  # the run still waiting when the process stopped was left as stored
+    assert stopped == [runs.holding, later]
+    assert runs.executed == [runs.holding, waiting]  # the run still waiting when the process stopped was left as stored
 
 
 async def _one_slot(_org_id: OrgId) -> int:
     return 1
+
+
+class _OneSlot:
+    """The executions of an organization with one slot, taken by `holding`, which stays at the model."""
+
+    def __init__(self) -> None:
+        self.org_id, self.holding = OrgId(uuid.uuid4()), RunId(uuid.uuid4())
+        self.executed: list[RunId] = []
+        self._held = asyncio.Event()
+
+    async def __call__(self, org_id: OrgId, run_id: RunId, *, began: object = None) -> None:
+        self.executed.append(run_id)
+        if run_id == self.holding:
+            self._held.set()
+            await asyncio.Event().wait()  # at the model, as long as it takes
+
+    async def taken(self) -> InProcessRunExecutor:
+        """An executor whose one slot `holding` has taken."""
+        executor = InProcessRunExecutor(self, org_limit=_one_slot)
+        await executor.submit(self.org_id, self.holding)
+        await self._held.wait()
+        return executor
 
 
 async def test_a_second_cancel_while_the_first_is_recorded_waits_for_it_and_does_not_start_it_again() -> None:
@@ -231,23 +240,13 @@ async def test_a_second_cancel_while_the_first_is_recorded_waits_for_it_and_does
 
 
 async def test_two_cancels_of_a_waiting_run_made_at_once_record_its_end_once() -> None:
-    org_id, holding, waiting = OrgId(uuid.uuid4()), RunId(uuid.uuid4()), RunId(uuid.uuid4())
-    executed: list[RunId] = []
-    held = asyncio.Event()
-
-    async def execute(org_id: OrgId, run_id: RunId, *, began: object = None) -> None:
-        executed.append(run_id)
-        if run_id == holding:
-            held.set()
-            await asyncio.Event().wait()  # at the model, as long as it takes
-
-    executor = InProcessRunExecutor(execute, org_limit=_one_slot)
-    await executor.submit(org_id, holding)
-    await held.wait()
-    await executor.submit(org_id, waiting)
+    runs = _OneSlot()
+    executor = await runs.taken()
+    waiting = RunId(uuid.uuid4())
+    await executor.submit(runs.org_id, waiting)
     async with asyncio.timeout(10):
         assert list(await asyncio.gather(executor.cancel(waiting), executor.cancel(waiting))) == [True, True]
-    assert executed == [holding, waiting]
+    assert runs.executed == [runs.holding, waiting]
     await executor.shutdown(grace_seconds=0)
 
 
