@@ -44,7 +44,7 @@ CHANGES = (
     ),
     (
         "    IF v_admitted_at IS NOT NULL THEN",
-        "    -- Holding its slot already; or its cancel is requested: it executes only to record that end, without one.\n"
+        "    -- Holding its slot already; or its cancel is requested: it executes only to record that end.\n"
         "    IF v_admitted_at IS NOT NULL OR v_cancel_requested THEN",
     ),
     (
