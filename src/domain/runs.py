@@ -20,6 +20,9 @@ ERROR_MESSAGE_MAX = 2_000
 INSTRUCTIONS_MAX = 100_000
 
 
+INTERRUPTED_MESSAGE = "the server stopped while the run was executing"
+
+
 class RunStatus(StrEnum):
     """Where a run is: queued, in_progress, requires_action (waits for the client), then an end state."""
 
@@ -364,7 +367,15 @@ class Run:
 
     def interrupt(self, now: datetime) -> None:
         """Its process stopped while it executed."""
-        self.fail(RunErrorCode.INTERRUPTED, "the server stopped while the run was executing", now)
+        self.fail(RunErrorCode.INTERRUPTED, INTERRUPTED_MESSAGE, now)
+
+    def end_after_its_process(self, code: str, message: str, now: datetime) -> None:
+        """Its process was lost before it could record an end: cancelled if its user asked for that (the cancel could
+        not reach the process), else failed with `code`."""
+        if self.cancel_requested:
+            self.cancel(now)
+        else:
+            self.fail(code, message, now)
 
     def cancel(self, now: datetime) -> None:
         self._move(RunStatus.CANCELLED, now)

@@ -175,11 +175,7 @@ class RunRecorder:
             run, last_seq = claimed.run, claimed.last_event_seq
             if run.asks_live and run.status is RunStatus.REQUIRES_ACTION:
                 # Its open call asked the user, in a process that was lost (its job is taken again): gone with it.
-                # A cancel requested meanwhile (it could not stop the call there) is the end its user asked for.
-                if run.cancel_requested:
-                    run.cancel(self._clock.now())
-                else:
-                    run.fail(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
+                run.end_after_its_process(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
                 ended = await store_ending(uow, run, self._bus, self._clock, after_holder=True, last_seq=last_seq)
                 await uow.commit()
                 await self._bus.publish(ended)

@@ -6,7 +6,7 @@ from application.ports.system import Clock
 from application.runs.events import store_ending
 from domain.ids import OrgId, RunId
 from domain.run_events import RunEvent
-from domain.runs import RunStatus
+from domain.runs import INTERRUPTED_MESSAGE, RunErrorCode, RunStatus
 
 RECOVERY_BATCH = 500
 
@@ -45,10 +45,7 @@ class RecoverRuns:
             if claimed is None or not (claimed.run.status is RunStatus.IN_PROGRESS or claimed.run.asks_live):
                 return None
             run = claimed.run
-            if run.cancel_requested:  # its user asked for that end, which its process could not record
-                run.cancel(self._clock.now())
-            else:
-                run.interrupt(self._clock.now())
+            run.end_after_its_process(RunErrorCode.INTERRUPTED, INTERRUPTED_MESSAGE, self._clock.now())
             event = await store_ending(
                 uow, run, self._bus, self._clock, after_holder=True, last_seq=claimed.last_event_seq
             )
