@@ -38,7 +38,7 @@ from application.ports.execution import HANDED_BACK
 from application.request_context import current_request_id
 from domain.ids import OrgId, RunId
 from infrastructure.execution.pg_listener import libpq_dsn
-from infrastructure.execution.run_queue import QUEUE, TASK, run_job_args, run_job_locks
+from infrastructure.execution.run_queue import QUEUE, TASK, made_due, run_job_args, run_job_locks
 from infrastructure.limits.admission import Admission, RunAdmission
 from infrastructure.logging import current_run
 
@@ -185,19 +185,11 @@ async def _remove_finished_jobs(context: JobContext, timestamp: int) -> None:
     )
 
 
-_DUE_NOW = """
-WITH due AS (
-    UPDATE procrastinate_jobs SET scheduled_at = now()
-    WHERE lock = %(lock)s AND task_name = %(task)s AND status = 'todo' AND scheduled_at > now(){condition}
-    RETURNING id, queue_name)
-SELECT pg_notify(c.channel, json_build_object('type', 'job_inserted', 'job_id', due.id)::text)
-FROM due, LATERAL (VALUES ('procrastinate_queue_v1#' || due.queue_name), ('procrastinate_any_queue_v1')) AS c(channel)
-"""
-DUE_NOW = _DUE_NOW.format(condition="")
-"""A run's job waiting in the queue until later (for a slot) made due now, and the workers told of it as of a new
-job (procrastinate's own notification); a job due already is left as it is."""
-DUE_NOW_IF_CANCELLED = _DUE_NOW.format(
-    condition=" AND EXISTS (SELECT 1 FROM runs WHERE id = CAST(%(lock)s AS uuid) AND cancel_requested)"
+_RUNS_JOB = "lock = %(lock)s AND task_name = %(task)s"
+DUE_NOW = made_due(_RUNS_JOB)
+"""A run's job waiting in the queue until later (for a slot) made due now."""
+DUE_NOW_IF_CANCELLED = made_due(
+    f"{_RUNS_JOB} AND EXISTS (SELECT 1 FROM runs WHERE id = CAST(%(lock)s AS uuid) AND cancel_requested)"
 )
 """The same, only if the run's cancel is requested."""
 

@@ -21,6 +21,18 @@ def run_job_args(org_id: OrgId, run_id: RunId) -> dict[str, str]:
     return {"org_id": str(org_id), "run_id": str(run_id)}
 
 
+def made_due(jobs: str) -> str:
+    """A statement that makes due now the run jobs `jobs` (a condition on procrastinate_jobs, in its caller's
+    parameter style) picks among those waiting until later, and tells the workers of each as procrastinate tells them
+    of a new job; a job due already is left as it is."""
+    return (
+        "WITH due AS (UPDATE procrastinate_jobs SET scheduled_at = now()"
+        f" WHERE {jobs} AND status = 'todo' AND scheduled_at > now() RETURNING id, queue_name)"
+        " SELECT pg_notify(c.channel, json_build_object('type', 'job_inserted', 'job_id', due.id)::text) FROM due,"
+        " LATERAL (VALUES ('procrastinate_queue_v1#' || due.queue_name), ('procrastinate_any_queue_v1')) AS c(channel)"
+    )
+
+
 @runtime_checkable
 class QueueHealth(Protocol):
     """A run executor backed by the queue (job_queue.QueueRunExecutor), as /readyz and /metrics read it."""

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from domain.ids import OrgId, RunId
 from domain.organizations import RunLimits, effective_limits
-from infrastructure.execution.run_queue import TASK
+from infrastructure.execution.run_queue import TASK, made_due
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.errors import translating
 from infrastructure.persistence.tables import HOLDING_SLOT
@@ -65,15 +65,9 @@ _ANY_SLEEPING = text(
     f" AND r.org_id = :org AND {_WAITING_RUN})"
 )
 # The oldest waiting runs' jobs.
-_WAITING = text(f"SELECT j.id, j.queue_name FROM {_WAITING_JOBS} ORDER BY r.created_at, r.id LIMIT :count")
-# The job is due now, and the workers hear of it as of a new job (procrastinate's own notification); a job due
-# already is left as it is.
-_WAKE = text(
-    "WITH due AS (UPDATE procrastinate_jobs SET scheduled_at = now()"
-    " WHERE id = :job AND status = 'todo' AND scheduled_at > now() RETURNING id)"
-    " SELECT pg_notify(channel, json_build_object('type', 'job_inserted', 'job_id', :job)::text)"
-    " FROM due, (VALUES ('procrastinate_queue_v1#' || :queue), ('procrastinate_any_queue_v1')) AS c(channel)"
-)
+_WAITING = text(f"SELECT j.id FROM {_WAITING_JOBS} ORDER BY r.created_at, r.id LIMIT :count")
+# The job is due now, and the workers hear of it as of a new job.
+_WAKE = text(made_due("id = :job"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,4 +135,4 @@ class RunAdmission:
 
 async def _wake(conn: AsyncConnection, jobs: Sequence[Row[Any]]) -> None:
     for job in jobs:
-        await conn.execute(_WAKE, {"job": job.id, "queue": job.queue_name})
+        await conn.execute(_WAKE, {"job": job.id})
