@@ -82,14 +82,11 @@ class InProcessRunExecutor:
         self._execute, self._org_limit = execute, org_limit
         self._gate = asyncio.Semaphore(concurrency)
         self._orgs: dict[OrgId, _OrgSlots] = {}
-        self._tasks: dict[RunId, asyncio.Task[None]] = {}
+        self._runs: dict[RunId, _Running] = {}
+        """The runs with a task."""
         self._retries: dict[RunId, _Retry] = {}
-        self._org_of: dict[RunId, OrgId] = {}
-        """The organization of each run with a task."""
         self._executing: set[RunId] = set()
         """The runs whose task holds a slot (the others wait for one)."""
-        self._recording: set[RunId] = set()
-        """The runs whose task only records the end their cancel requested (executed without a slot)."""
         self._cancels: dict[RunId, asyncio.Task[bool]] = {}
         """The cancels under way, by run: a cancel made meanwhile waits for the one under way."""
         self._retry_seconds = retry_seconds
@@ -132,15 +129,12 @@ class InProcessRunExecutor:
         """`waits` False: executed at once, without a slot (a run that only records the end its cancel asked)."""
         run = self._run(org_id, run_id, slot, began) if waits else self._executed(org_id, run_id, None, waits=False)
         task = asyncio.create_task(run, name=f"run-{run_id}")
-        self._tasks[run_id], self._org_of[run_id] = task, org_id
-        if not waits:
-            self._recording.add(run_id)
+        running = self._runs[run_id] = _Running(task, org_id, records_cancel=not waits)
 
         def done(_: object) -> None:
-            if self._tasks.get(run_id) is task:
-                del self._tasks[run_id], self._org_of[run_id]
+            if self._runs.get(run_id) is running:
+                del self._runs[run_id]
                 self._executing.discard(run_id)
-                self._recording.discard(run_id)
 
         task.add_done_callback(done)
         return task
@@ -172,7 +166,7 @@ class InProcessRunExecutor:
 
         def again() -> None:
             self._retries.pop(run_id, None)
-            if not self._closing and run_id not in self._tasks:
+            if not self._closing and run_id not in self._runs:
                 self._start(org_id, run_id, waits=waits)
 
         if not self._closing:
@@ -225,13 +219,14 @@ class InProcessRunExecutor:
                 return False
             await self._recorded(retry.org_id, run_id)
             return True
-        task = self._tasks.get(run_id)
-        if task is None or task.done():
+        running = self._runs.get(run_id)
+        if running is None or running.task.done():
             return False
-        if run_id in self._recording:  # an earlier cancel's, which stopped waiting: waited for, not restarted
+        task = running.task
+        if running.records_cancel:  # an earlier cancel's, which stopped waiting: waited for, not restarted
             await asyncio.wait({task}, timeout=10)
             return True
-        org_id, waiting = self._org_of[run_id], run_id not in self._executing
+        org_id, waiting = running.org_id, run_id not in self._executing
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait({task}, timeout=10)
@@ -248,7 +243,7 @@ class InProcessRunExecutor:
 
     @property
     def running(self) -> int:
-        return len(self._tasks)
+        return len(self._runs)
 
     async def shutdown(self, grace_seconds: float = 10.0) -> list[RunId]:
         """Stop taking runs, give running ones a grace period, then cancel the rest (each records
@@ -261,7 +256,7 @@ class InProcessRunExecutor:
         with contextlib.suppress(TimeoutError):  # runs being created with a slot taken: they start, or not, first
             async with asyncio.timeout_at(deadline):
                 await self._none_reserved.wait()
-        tasks = dict(self._tasks)
+        tasks = {run_id: running.task for run_id, running in self._runs.items()}
         if not tasks:
             return []
         _done, pending = await asyncio.wait(
@@ -273,6 +268,16 @@ class InProcessRunExecutor:
         if pending:
             await asyncio.wait(pending, timeout=10)
         return interrupted
+
+
+@dataclass(frozen=True)
+class _Running:
+    """A run's task, and its organization."""
+
+    task: "asyncio.Task[None]"
+    org_id: OrgId
+    records_cancel: bool
+    """Executed without a slot, only to record the end its cancel requested."""
 
 
 @dataclass(frozen=True)
