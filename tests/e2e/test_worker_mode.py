@@ -26,7 +26,7 @@ from tests.databases import POSTGRES_URL, backend, off_the_loop, postgres_databa
 from tests.e2e.runs import sse_events
 from tests.e2e.test_mcp_server import create_template, mcp_client
 from tests.fakes.mcp_server import FakeMcpServer
-from tests.fakes.openai_server import FakeOpenAI, echo_text
+from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, echo_text
 from tests.servers import THREADLINE, free_port, organization_headers, threadline
 
 pytestmark = pytest.mark.skipif(
@@ -479,6 +479,43 @@ async def test_a_worker_stopped_with_sigterm_hands_its_run_to_another_that_finis
     assert sse_events(stream.text)[-1]["type"] == "run.completed"
     assert [m["role"] for m in listed] == ["user", "assistant"]
     assert any("handed back" in line for line in holder.log)
+
+
+async def test_a_sub_agents_run_ends_with_the_run_that_delegated_to_it_when_their_worker_is_killed(
+    deployment: Deployment,
+) -> None:
+    """A sub-agent's run executes in the task of the run that delegated to it: a worker killed during the sub-agent's
+    model call loses both. The delegating run is taken over (and fails: its delegation was in flight), and the
+    sub-agent's run ends with it instead of staying in progress."""
+    async with httpx.AsyncClient(base_url=deployment.apis[0], timeout=60) as a:
+        named = {"name": f"Helper{uuid.uuid4().hex[:8]}", "model": "gpt-test"}
+        helper = await a.post("/v1/agents", json=named, headers=deployment.headers)
+        lead = await a.post(
+            "/v1/agents",
+            json={"name": f"Lead{uuid.uuid4().hex[:8]}", "model": "gpt-test", "sub_agent_ids": [helper.json()["id"]]},
+            headers=deployment.headers,
+        )
+        thread = await a.post("/v1/threads", json={"agent_id": lead.json()["id"]}, headers=deployment.headers)
+        deployment.model.reply_tool_calls(FakeToolCall(f"agent__{helper.json()['slug']}", {"input": "dig"}))
+        held = deployment.model.hold()  # the sub-agent's model call
+        created = await a.post(
+            f"/v1/threads/{thread.json()['id']}/runs", json={"input": "delegate"}, headers=deployment.headers
+        )
+        run_id = created.json()["id"]
+        await asyncio.wait_for(held.received.wait(), 30)
+        [holder] = [w for w in deployment.workers if any(run_id in line for line in w.log)]
+        holder.process.kill()
+        await holder.process.wait()
+        async with _replaced(deployment, holder):
+            stream = await asyncio.wait_for(
+                a.get(f"/v1/runs/{run_id}/events", headers=deployment.headers), LOST_SECONDS + 20
+            )
+            children = await a.get("/v1/runs", params={"agent_id": helper.json()["id"]}, headers=deployment.headers)
+    ended = sse_events(stream.text)[-1]
+    assert (ended["type"], ended["data"]["error"]["code"]) == ("run.failed", "worker_lost")
+    assert [(c["status"], (c["error"] or {}).get("code"), c["parent_run_id"]) for c in children.json()["data"]] == [
+        ("failed", "worker_lost", run_id)
+    ]
 
 
 async def test_the_runs_of_a_killed_worker_are_taken_over_and_each_ends_once(deployment: Deployment) -> None:

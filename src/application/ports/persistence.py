@@ -313,6 +313,10 @@ class RunRepository(Protocol):
         stopped), in id order from after `after`."""
         ...
 
+    async def unfinished_children(self, org_id: OrgId, run_id: RunId) -> Sequence[RunId]:
+        """The runs it delegated to (sub-agents' runs) that have not ended."""
+        ...
+
     async def claim(self, org_id: OrgId, run_id: RunId) -> ClaimedRun | None:
         """Take the run to execute it: lock it, as `get(for_update=True)` does, and bump its lease, so the writes
         of whoever held it before are refused from now on; with the number of its last stored event."""
