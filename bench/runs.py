@@ -102,13 +102,13 @@ class Executor:
 
     def pool_size(self, connections: int) -> int:
         """THREADLINE_DATABASE_POOL_SIZE for every process, so that the deployment opens at most `connections`:
-        a process opens twice its pool size, and in worker mode half of it more for the job queue (at least 2),
-        2 for run events and 1 for its advisory lock."""
+        a process opens twice its pool size, and in worker mode half of it more for the job queue (at least 2)
+        and 2 for run events."""
         budget = connections // self.processes
         if not self.workers:
             return max(1, budget // 2)
         size = 1
-        while 2 * (size + 1) + max(2, (size + 1) // 2) + 3 <= budget:
+        while 2 * (size + 1) + max(2, (size + 1) // 2) + 2 <= budget:
             size += 1
         return size
 

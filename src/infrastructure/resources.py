@@ -190,21 +190,16 @@ def org_concurrency(limits: OrgLimits) -> Callable[[OrgId], Awaitable[int]]:
 async def run_executor(
     settings: Settings, runs: Callable[[], RunExecution], *, org_limits: OrgLimits
 ) -> AsyncIterator[RunExecutor]:
-    """In worker mode, the job queue (a worker process takes its jobs from the same object); else this process.
-    Either way, other processes leave the runs this one holds alone (its own, and in worker mode those it executes
-    in a caller's task: a published agent called over MCP, a sub-agent's run)."""
+    """In worker mode, the job queue (a worker process takes its jobs from the same object); else this process."""
     if settings.executor is Executor.QUEUE:
         from infrastructure.execution import job_queue
 
         # The queue's own pool: a quarter of the process's connections (`database_pool_size`, twice with overflow).
         pool_size, lost_seconds = max(2, settings.database_pool_size // 2), settings.worker_lost_seconds
-        async with (
-            holding_runs(settings.database_url),
-            job_queue.opened(settings.database_url, pool_size, lost_seconds) as app,
-        ):
+        async with job_queue.opened(settings.database_url, pool_size, lost_seconds) as app:
             yield job_queue.QueueRunExecutor(app, lost_seconds)
         return
-    async with holding_runs(settings.database_url):
+    async with holding_runs(settings.database_url):  # other processes leave this one's runs alone
         executor = InProcessRunExecutor(
             executing(runs),
             concurrency=settings.max_concurrent_runs,

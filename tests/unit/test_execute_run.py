@@ -826,6 +826,43 @@ async def test_a_run_whose_live_question_died_with_its_process_fails_as_worker_l
     assert app.model.requests == [] and app.commands.runs == []
 
 
+async def under_way(app: FakeApp, run: Run, delegated_by: Run | None = None) -> None:
+    """The run stored in progress (by a process that is then lost), as the sub-agent of `delegated_by`."""
+    async with app.uow as uow:
+        stored_run = await uow.runs.get(run.org_id, run.id, for_update=True)
+        assert stored_run is not None
+        stored_run.start(NOW)
+        stored_run.parent_run_id = delegated_by.id if delegated_by is not None else None
+        await uow.runs.save(stored_run)
+        await uow.commit()
+
+
+async def test_the_sub_agents_runs_a_lost_process_left_under_way_end_when_the_run_that_delegated_is_taken_on(
+    app: FakeApp,
+) -> None:
+    """A sub-agent's run executes in the task of the run that delegated to it, which alone wants its answer: when
+    their process is lost with both under way, the next taker of the delegating run ends the sub-agent's run, and
+    the runs that one delegated to in turn; a run of another thread is left alone."""
+    org = await app.organization()
+    lead, helper = await app.agent(org), await app.agent(org)
+    parent = await start(app, lead, await app.thread(lead), "Delegate")
+    child = await start(app, helper, await app.thread(helper), "Dig")
+    grandchild = await start(app, helper, await app.thread(helper), "Dig deeper")
+    other = await start(app, helper, await app.thread(helper), "Unrelated")
+    await under_way(app, parent)
+    await under_way(app, child, delegated_by=parent)
+    await under_way(app, grandchild, delegated_by=child)
+    await under_way(app, other)
+    app.model.then(answer("Done myself"))
+    done = await app.execute_run().execute(parent.org_id, parent.id)
+    assert status(done) is RunStatus.COMPLETED
+    for lost in (child, grandchild):
+        ended = await stored(app, lost)
+        assert status(ended) is RunStatus.FAILED and ended.error is not None and ended.error.code == "worker_lost"
+        assert app.bus.types(lost.id)[-1] == "run.failed"
+    assert status(await stored(app, other)) is RunStatus.IN_PROGRESS
+
+
 async def handed_back_during_its_call(app: FakeApp, server: LookupServer, run: Run) -> None:
     """Execute the run until its read-only call is open (its step stored), then hand it back, as a stopping worker
     does: the run stays as stored."""

@@ -520,25 +520,6 @@ async def test_recovery_ends_a_run_left_in_progress_after_its_cancel_was_request
     assert event.type.value == "run.cancelled"
 
 
-async def test_in_worker_mode_the_stranded_runs_end_queued_ones_too_and_nothing_is_resubmitted(app: FakeApp) -> None:
-    """Worker mode: a run with no job that no live process holds was executing for a caller that is gone (a published
-    agent called over MCP, a sub-agent's run): it ends, queued or in progress; a queued one is not given to a worker."""
-    org, agent, thread = await setup(app)
-    queued = (await create(app).execute(CreateRunCommand(caller=member(org), thread_id=thread.id, input="x"))).run
-    left = builders.run(org.id, (await app.thread(agent)).id, agent.id)
-    left.start(app.clock.now())
-    async with app.uow as uow:
-        await uow.runs.add(left)
-        await uow.commit()
-    restarted = FakeApp(store=app.store)
-    assert await RecoverRuns(restarted.uow, restarted.clock, restarted.bus, restarted.executor).end_stranded() == 2
-    assert restarted.executor.submitted == []
-    for run in (queued, left):
-        ended = await stored(app, run)
-        assert status(ended) is RunStatus.FAILED and ended.error is not None and ended.error.code == "interrupted"
-    assert [type(e.payload) for e in restarted.bus.published] == [RunFailed, RunFailed]
-
-
 async def test_recovery_handles_every_stranded_run_not_just_a_first_batch(app: FakeApp) -> None:
     org, agent, _ = await setup(app)
     stranded = []

@@ -310,8 +310,11 @@ class RunRepository(Protocol):
     async def unfinished(self, limit: int, after: RunId | None = None) -> Sequence[Run]:
         """Runs, of any organization, that are queued or in progress, or wait for the answer to a question asked
         during an open call, and that no live process holds (for recovery at startup: the runs of processes that
-        stopped), nor, where runs execute from a job queue, a job of theirs waiting or executing; in id order from
-        after `after`."""
+        stopped), in id order from after `after`."""
+        ...
+
+    async def unfinished_children(self, org_id: OrgId, run_id: RunId) -> Sequence[RunId]:
+        """The runs it delegated to (sub-agents' runs) that have not ended."""
         ...
 
     async def claim(self, org_id: OrgId, run_id: RunId) -> ClaimedRun | None:

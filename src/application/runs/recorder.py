@@ -67,6 +67,7 @@ logger = logging.getLogger(__name__)
 HISTORY_LIMIT = 10_000
 """The most messages of its thread a run reads."""
 WORKER_LOST = "the process executing the run stopped while its tool calls were in flight; they are not run again"
+SUB_AGENT_LOST = "the process executing the run stopped, and with it the run that delegated to this one"
 
 
 def _calls_in_flight(history: Sequence[Message]) -> bool:
@@ -173,15 +174,22 @@ class RunRecorder:
             if claimed is None:
                 raise RunNotFound(f"run {run_id} not found")
             run, last_seq = claimed.run, claimed.last_event_seq
+            # A run that was executed before may have lost its process with its sub-agents' runs under way.
+            children_ended = await self._end_children(uow, run) if run.status is not RunStatus.QUEUED else []
             if run.asks_live and run.status is RunStatus.REQUIRES_ACTION:
                 # Its open call asked the user, in a process that was lost (its job is taken again): gone with it.
                 run.end_after_its_process(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
                 ended = await store_ending(uow, run, self._bus, self._clock, after_holder=True, last_seq=last_seq)
                 await uow.commit()
-                await self._bus.publish(ended)
+                for event in [*children_ended, ended]:
+                    await self._bus.publish(event)
                 return run
             if run.status not in (RunStatus.QUEUED, RunStatus.IN_PROGRESS):
-                run.lease -= 1  # nothing to execute: not claimed after all (nothing is committed)
+                if children_ended:
+                    await uow.commit()
+                    for event in children_ended:
+                        await self._bus.publish(event)
+                run.lease -= 1  # nothing to execute: not claimed after all (only its sub-agents' runs are ended)
                 return run
             after_holder = run.status is RunStatus.IN_PROGRESS
             events = await RunEventStream.resume(
@@ -209,6 +217,8 @@ class RunRecorder:
             recorded = [await events.record(uow, payload)] if payload else []
             await uow.runs.save(run)
             await uow.commit()
+        for event in children_ended:
+            await self._bus.publish(event)
         await events.publish(*recorded)
         if agent is None or run.status is not RunStatus.IN_PROGRESS:
             return run
@@ -221,6 +231,28 @@ class RunRecorder:
             summary=summary,
             calls_again=calls_again,
         )
+
+    async def _end_children(self, uow: UnitOfWork, run: Run) -> list[RunEvent]:
+        """The runs it delegated to that have not ended, and theirs (stored with their ends; their events to
+        publish after commit). A sub-agent's run executes in the task of the run that delegated to it, and its
+        answer is wanted only there: found unfinished by whoever takes that run on, it was lost with its process
+        (claimed first: a process that was only thought lost can no longer write it)."""
+        ended: list[RunEvent] = []
+        parents = [run.id]
+        while parents:  # a generation at a time (delegation goes a few deep)
+            children = [c for parent in parents for c in await uow.runs.unfinished_children(run.org_id, parent)]
+            for child_id in children:
+                claimed = await uow.runs.claim(run.org_id, child_id)
+                if claimed is None:
+                    continue
+                child = claimed.run
+                child.end_after_its_process(RunErrorCode.WORKER_LOST, SUB_AGENT_LOST, self._clock.now())
+                last_seq = claimed.last_event_seq
+                ended.append(
+                    await store_ending(uow, child, self._bus, self._clock, after_holder=True, last_seq=last_seq)
+                )
+            parents = children
+        return ended
 
     def _starting(self, run: Run, agent: Agent | None) -> RunEventPayload | None:
         now = self._clock.now()

@@ -1,4 +1,4 @@
-"""Recovering runs at start-up (the in-process executor), and as workers go (worker mode)."""
+"""Recovering runs at start-up."""
 
 from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.persistence import UnitOfWork
@@ -15,12 +15,7 @@ class RecoverRuns:
     """At start: runs left in progress by a process that stopped are failed as interrupted (so are runs that
     waited for the answer to a question its open call asked: the call is gone), or end cancelled when their cancel
     was requested; queued runs are handed to the executor again. Runs that another live process holds are left
-    alone.
-
-    Where runs execute from a job queue (worker mode), a run's job is how it is taken on after a lost process. The
-    runs that have none executed in the task of a caller (a published agent called over MCP, a sub-agent's run): a
-    live process holds each, and when that process stops, no one waits for their answers any more. Workers look
-    for them now and then (`end_stranded`)."""
+    alone."""
 
     def __init__(self, uow: UnitOfWork, clock: Clock, bus: RunEventBus, executor: RunExecutor) -> None:
         self._uow, self._clock, self._bus, self._executor = uow, clock, bus, executor
@@ -44,30 +39,10 @@ class RecoverRuns:
                 return interrupted, resubmitted
             last = unfinished[-1].id
 
-    async def end_stranded(self, batch: int = RECOVERY_BATCH) -> int:
-        """Worker mode: the runs that neither a live process nor a job holds end, failed as interrupted (or
-        cancelled, when that was asked), queued ones too; how many."""
-        ended = 0
-        last: RunId | None = None
-        while True:
-            async with self._uow.read_only() as uow:
-                unfinished = await uow.runs.unfinished(batch, after=last)
-            for run in unfinished:
-                if (event := await self._interrupt(run.org_id, run.id, queued_too=True)) is not None:
-                    await self._bus.publish(event)
-                    ended += 1
-            if len(unfinished) < batch:
-                return ended
-            last = unfinished[-1].id
-
-    async def _interrupt(self, org_id: OrgId, run_id: RunId, *, queued_too: bool = False) -> RunEvent | None:
+    async def _interrupt(self, org_id: OrgId, run_id: RunId) -> RunEvent | None:
         async with self._uow as uow:
             claimed = await uow.runs.claim(org_id, run_id)  # whoever held it can no longer write it
-            if claimed is None:
-                return None
-            status = claimed.run.status
-            stranded = status is RunStatus.IN_PROGRESS or claimed.run.asks_live
-            if not (stranded or (queued_too and status is RunStatus.QUEUED)):
+            if claimed is None or not (claimed.run.status is RunStatus.IN_PROGRESS or claimed.run.asks_live):
                 return None
             run = claimed.run
             run.end_after_its_process(RunErrorCode.INTERRUPTED, INTERRUPTED_MESSAGE, self._clock.now())

@@ -529,6 +529,12 @@ class FakeRuns:
         )
         return sorted(found, key=lambda r: r.id)[:limit]
 
+    async def unfinished_children(self, org_id: OrgId, run_id: RunId) -> Sequence[RunId]:
+        found = self.table.where(
+            lambda r: r.org_id == org_id and r.parent_run_id == run_id and not r.status.is_terminal
+        )
+        return [r.id for r in found]
+
     async def claim(self, org_id: OrgId, run_id: RunId) -> ClaimedRun | None:
         found = await self.get(org_id, run_id)
         if found is None:

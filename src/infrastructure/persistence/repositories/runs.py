@@ -26,7 +26,6 @@ from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.errors import refused
 from infrastructure.persistence.prepared import Prepared
 from infrastructure.persistence.repositories._rows import utc, utc_required
-from infrastructure.persistence.repositories.run_jobs import WITHOUT_A_JOB
 from infrastructure.persistence.repositories.usage import record_new_steps
 from infrastructure.persistence.run_holders import NOT_HELD_BY_A_LIVE_PROCESS, PROCESS_KEY
 from infrastructure.persistence.tables import UNFINISHED_STATUSES, run_events, runs
@@ -221,9 +220,8 @@ _EVENTS = Prepared(
 
 
 class SqlRunRepository:
-    def __init__(self, connection: UnitConnection, *, queued: bool = False) -> None:
-        """`queued`: runs execute from the job queue (worker mode)."""
-        self._conn, self._queued = connection, queued
+    def __init__(self, connection: UnitConnection) -> None:
+        self._conn = connection
 
     async def add(self, run: Run) -> None:
         values = _values(run) | {
@@ -310,9 +308,14 @@ class SqlRunRepository:
             query = query.where(runs.c.id > after)
         if self._conn.dialect.name == "postgresql":  # several processes may share it: not the live ones' runs
             query = query.where(NOT_HELD_BY_A_LIVE_PROCESS)
-        if self._queued:  # nor those a job holds (whoever takes the job takes them on)
-            query = query.where(WITHOUT_A_JOB)
         return [_to_entity(row) for row in await self._conn.execute(query)]
+
+    async def unfinished_children(self, org_id: OrgId, run_id: RunId) -> Sequence[RunId]:
+        # Through the index on status: the runs that have not ended are few beside those that have.
+        query = select(runs.c.id).where(
+            runs.c.status.in_(UNFINISHED_STATUSES), runs.c.org_id == org_id, runs.c.parent_run_id == run_id
+        )
+        return [RunId(row.id) for row in await self._conn.execute(query)]
 
     async def request_cancel(self, org_id: OrgId, run_id: RunId) -> None:
         await self._conn.execute(
