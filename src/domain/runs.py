@@ -10,6 +10,7 @@ from typing import Any
 from domain.elicitation import Elicitation, ElicitationAnswer
 from domain.errors import IllegalTransition, InvalidValue
 from domain.ids import AgentId, OrgId, RunId, ThreadId
+from domain.tools import ToolType
 from domain.usage import Usage
 
 IDEMPOTENCY_KEY_MAX = 200
@@ -340,6 +341,13 @@ class Run:
         """Whether each tool call of the last step may be made again (see StepToolCall.may_call_again)."""
         calls = self.steps[-1].tool_calls if self.steps else ()
         return bool(calls) and all(call.may_call_again for call in calls)
+
+    @property
+    def delegated_in_its_last_step(self) -> bool:
+        """Whether its last step called sub-agents: their runs execute in its task, and may be left under way when
+        the process executing it stops during that step."""
+        calls = self.steps[-1].tool_calls if self.steps else ()
+        return any(call.type == ToolType.AGENT for call in calls)
 
     def calls_made_again(self) -> None:
         """The tool calls of the last step are made again (they were in flight when the run's holder stopped): not

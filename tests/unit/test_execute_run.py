@@ -31,9 +31,10 @@ from domain.ids import MessageId, RunId
 from domain.messages import Message, MessageRole, TextContent, ToolResultContent, ToolUseContent
 from domain.native_tools import ToolRef
 from domain.run_events import RunCompleted, RunFailed, ToolCallCompleted, ToolCallStarted
-from domain.runs import ClientTool, Run, RunStatus
+from domain.runs import ClientTool, Run, RunStatus, RunStep, StepToolCall
 from domain.threads import Thread
 from domain.tools import Tool, ToolType
+from domain.usage import Usage
 from tests.unit.fakes.app import FakeApp, admin
 from tests.unit.fakes.ports import NOW, Commands, FakeGateway, Hold, answer, call, calls
 
@@ -826,14 +827,38 @@ async def test_a_run_whose_live_question_died_with_its_process_fails_as_worker_l
     assert app.model.requests == [] and app.commands.runs == []
 
 
-async def under_way(app: FakeApp, run: Run, delegated_by: Run | None = None) -> None:
-    """The run stored in progress (by a process that is then lost), as the sub-agent of `delegated_by`."""
+async def under_way(
+    app: FakeApp, run: Run, *, delegated_by: Run | None = None, delegating: bool = False, cancelled: bool = False
+) -> None:
+    """The run stored as a process left it when it was lost: in progress, as the sub-agent of `delegated_by`;
+    `delegating`: its step's call to a sub-agent in flight; `cancelled`: its cancel requested meanwhile."""
     async with app.uow as uow:
         stored_run = await uow.runs.get(run.org_id, run.id, for_update=True)
-        assert stored_run is not None
+        stored_thread = await uow.threads.get(run.org_id, run.thread_id, for_update=True)
+        assert stored_run is not None and stored_thread is not None
         stored_run.start(NOW)
         stored_run.parent_run_id = delegated_by.id if delegated_by is not None else None
+        if delegating:
+            delegation = StepToolCall(id="call_1", name="agent__helper", type=ToolType.AGENT)
+            step = RunStep(
+                number=1,
+                model="scripted-1",
+                usage=Usage(),
+                finish_reason="tool_calls",
+                started_at=NOW,
+                completed_at=NOW,
+                tool_calls=(delegation,),
+            )
+            stored_run.record_step(step, NOW)
+            content = (ToolUseContent(id="call_1", name="agent__helper", params={"input": "Dig"}),)
+            message = stored_thread.append(
+                MessageRole.ASSISTANT, content, message_id=MessageId(app.ids.new()), now=NOW, run_id=run.id
+            )
+            await uow.threads.save(stored_thread)
+            await uow.messages.add(message)
         await uow.runs.save(stored_run)
+        if cancelled:
+            await uow.runs.request_cancel(run.org_id, run.id)
         await uow.commit()
 
 
@@ -841,25 +866,29 @@ async def test_the_sub_agents_runs_a_lost_process_left_under_way_end_when_the_ru
     app: FakeApp,
 ) -> None:
     """A sub-agent's run executes in the task of the run that delegated to it, which alone wants its answer: when
-    their process is lost with both under way, the next taker of the delegating run ends the sub-agent's run, and
-    the runs that one delegated to in turn; a run of another thread is left alone."""
+    their process is lost during the delegation, the next taker of the delegating run (which fails: its call was in
+    flight) ends the sub-agent's run, and the runs that one delegated to in turn (cancelled, when that was asked),
+    each claimed; a run of another thread is left alone."""
     org = await app.organization()
     lead, helper = await app.agent(org), await app.agent(org)
     parent = await start(app, lead, await app.thread(lead), "Delegate")
     child = await start(app, helper, await app.thread(helper), "Dig")
     grandchild = await start(app, helper, await app.thread(helper), "Dig deeper")
     other = await start(app, helper, await app.thread(helper), "Unrelated")
-    await under_way(app, parent)
-    await under_way(app, child, delegated_by=parent)
-    await under_way(app, grandchild, delegated_by=child)
+    await under_way(app, parent, delegating=True)
+    await under_way(app, child, delegated_by=parent, delegating=True)
+    await under_way(app, grandchild, delegated_by=child, cancelled=True)
     await under_way(app, other)
-    app.model.then(answer("Done myself"))
     done = await app.execute_run().execute(parent.org_id, parent.id)
-    assert status(done) is RunStatus.COMPLETED
-    for lost in (child, grandchild):
-        ended = await stored(app, lost)
-        assert status(ended) is RunStatus.FAILED and ended.error is not None and ended.error.code == "worker_lost"
-        assert app.bus.types(lost.id)[-1] == "run.failed"
+    assert status(done) is RunStatus.FAILED and done.error is not None and done.error.code == "worker_lost"
+    assert app.model.requests == []
+    ended = await stored(app, child)
+    assert status(ended) is RunStatus.FAILED and ended.error is not None and ended.error.code == "worker_lost"
+    assert ended.lease == child.lease + 1  # claimed: whoever held it can no longer write it
+    assert status(await stored(app, grandchild)) is RunStatus.CANCELLED
+    assert [app.bus.types(r.id)[-1] for r in (child, grandchild)] == ["run.failed", "run.cancelled"]
+    child_end = [e for e in app.bus.published if e.run_id == child.id][-1]
+    assert child_end.seq > UNSTORED_SEQS  # past any event its holder may have published unstored
     assert status(await stored(app, other)) is RunStatus.IN_PROGRESS
 
 

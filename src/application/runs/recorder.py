@@ -175,7 +175,8 @@ class RunRecorder:
                 raise RunNotFound(f"run {run_id} not found")
             run, last_seq = claimed.run, claimed.last_event_seq
             # A run that was executed before may have lost its process with its sub-agents' runs under way.
-            children_ended = await self._end_children(uow, run) if run.status is not RunStatus.QUEUED else []
+            lost_children = run.status is not RunStatus.QUEUED and run.delegated_in_its_last_step
+            children_ended = await self._end_children(uow, run) if lost_children else []
             if run.asks_live and run.status is RunStatus.REQUIRES_ACTION:
                 # Its open call asked the user, in a process that was lost (its job is taken again): gone with it.
                 run.end_after_its_process(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
@@ -185,11 +186,12 @@ class RunRecorder:
                     await self._bus.publish(event)
                 return run
             if run.status not in (RunStatus.QUEUED, RunStatus.IN_PROGRESS):
-                if children_ended:
-                    await uow.commit()
-                    for event in children_ended:
-                        await self._bus.publish(event)
-                run.lease -= 1  # nothing to execute: not claimed after all (only its sub-agents' runs are ended)
+                if not children_ended:
+                    run.lease -= 1  # nothing to execute: not claimed after all (nothing is committed)
+                    return run
+                await uow.commit()  # its sub-agents' runs ended (with its claim: it has nothing to execute)
+                for event in children_ended:
+                    await self._bus.publish(event)
                 return run
             after_holder = run.status is RunStatus.IN_PROGRESS
             events = await RunEventStream.resume(
@@ -243,7 +245,7 @@ class RunRecorder:
             children = [c for parent in parents for c in await uow.runs.unfinished_children(run.org_id, parent)]
             for child_id in children:
                 claimed = await uow.runs.claim(run.org_id, child_id)
-                if claimed is None:
+                if claimed is None or claimed.run.status.is_terminal:  # it ended since it was read
                     continue
                 child = claimed.run
                 child.end_after_its_process(RunErrorCode.WORKER_LOST, SUB_AGENT_LOST, self._clock.now())
