@@ -2,8 +2,9 @@
 handshake-era client (2025-11-25, notifications on its GET stream) and a 2026-07-28 client (a
 `subscriptions/listen` stream)."""
 
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+import logging
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -38,14 +39,48 @@ class Notifications:
                 await self._arrived.wait()
 
 
+_TRANSPORT = logging.getLogger("mcp.client.streamable_http")
+_GET_STREAM_OPEN = "GET SSE connection established"
+
+
+class _GetStreamOpened(logging.Handler):
+    """Set once a client's standalone GET stream is open (the `mcp` client opens it in a task of its own after
+    initializing, and says so in a debug line)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.opened = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage() == _GET_STREAM_OPEN:
+            self.opened.set()
+
+
+@contextmanager
+def _get_stream_watched() -> Iterator[_GetStreamOpened]:
+    handler, level = _GetStreamOpened(), _TRANSPORT.level
+    _TRANSPORT.addHandler(handler)
+    _TRANSPORT.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        _TRANSPORT.removeHandler(handler)
+        _TRANSPORT.setLevel(level)
+
+
 @asynccontextmanager
 async def both_generations(live_url: str, tenant: Tenant) -> AsyncIterator[tuple[Notifications, Subscription]]:
-    """A legacy-protocol session (told on its GET stream) and a 2026-07-28 one listening for list changes."""
+    """A legacy-protocol session (told on its GET stream, once it is open and the server has remembered the client:
+    what the server would send it before is dropped) and a 2026-07-28 one listening for list changes."""
     legacy = Notifications()
     async with AsyncExitStack() as stack:
-        old: Client = await stack.enter_async_context(
-            mcp_client(live_url, tenant, mode="legacy", message_handler=legacy)
-        )
+        with _get_stream_watched() as stream:
+            old: Client = await stack.enter_async_context(
+                mcp_client(live_url, tenant, mode="legacy", message_handler=legacy)
+            )
+            with anyio.fail_after(TOLD_WITHIN):
+                await stream.opened.wait()
+        await old.list_tools()  # answered once the server has remembered the client (from its first message on)
         assert old.protocol_version == "2025-11-25"
         new: Client = await stack.enter_async_context(mcp_client(live_url, tenant, mode="2026-07-28"))
         changes = await stack.enter_async_context(new.listen(tools_list_changed=True, prompts_list_changed=True))
