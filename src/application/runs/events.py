@@ -3,7 +3,7 @@
 import asyncio
 
 from application.ports.execution import RunEventBus
-from application.ports.persistence import UnitOfWork
+from application.ports.persistence import ClaimedRun, UnitOfWork
 from application.ports.system import Clock
 from domain.ids import OrgId, RunId
 from domain.run_events import RunEvent, RunEventPayload, run_ended
@@ -131,3 +131,12 @@ async def store_ending(
     event = await events.record(uow, run_ended(run))
     await uow.runs.save(run)
     return event
+
+
+async def store_lost_end(
+    uow: UnitOfWork, claimed: ClaimedRun, code: str, message: str, bus: RunEventBus, clock: Clock
+) -> RunEvent:
+    """Inside the caller's unit of work, for a run just claimed from a process lost before it recorded an end: the
+    run ends as Run.end_after_its_process says, its event numbered past any that process published unstored."""
+    claimed.run.end_after_its_process(code, message, clock.now())
+    return await store_ending(uow, claimed.run, bus, clock, after_holder=True, last_seq=claimed.last_event_seq)

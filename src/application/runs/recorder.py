@@ -43,7 +43,7 @@ from application.ports.execution import RunEventBus
 from application.ports.llm import ModelToolCall
 from application.ports.persistence import HistorySummary, UnitOfWork
 from application.ports.system import Clock, IdGenerator
-from application.runs.events import RunEventStream, RunNotCreated, store_ending
+from application.runs.events import RunEventStream, RunNotCreated, store_lost_end
 from application.runs.model_call import ModelAnswer
 from application.runs.step import RunState, StepOutcome
 from application.runs.tools.calls import StepResults
@@ -179,8 +179,9 @@ class RunRecorder:
             children_ended = await self._end_children(uow, run) if lost_children else []
             if run.asks_live and run.status is RunStatus.REQUIRES_ACTION:
                 # Its open call asked the user, in a process that was lost (its job is taken again): gone with it.
-                run.end_after_its_process(RunErrorCode.WORKER_LOST, WORKER_LOST, self._clock.now())
-                ended = await store_ending(uow, run, self._bus, self._clock, after_holder=True, last_seq=last_seq)
+                ended = await store_lost_end(
+                    uow, claimed, RunErrorCode.WORKER_LOST, WORKER_LOST, self._bus, self._clock
+                )
                 await uow.commit()
                 for event in [*children_ended, ended]:
                     await self._bus.publish(event)
@@ -247,12 +248,8 @@ class RunRecorder:
                 claimed = await uow.runs.claim(run.org_id, child_id)
                 if claimed is None or claimed.run.status.is_terminal:  # it ended since it was read
                     continue
-                child = claimed.run
-                child.end_after_its_process(RunErrorCode.WORKER_LOST, SUB_AGENT_LOST, self._clock.now())
-                last_seq = claimed.last_event_seq
-                ended.append(
-                    await store_ending(uow, child, self._bus, self._clock, after_holder=True, last_seq=last_seq)
-                )
+                lost = RunErrorCode.WORKER_LOST
+                ended.append(await store_lost_end(uow, claimed, lost, SUB_AGENT_LOST, self._bus, self._clock))
             parents = children
         return ended
 

@@ -3,7 +3,7 @@
 from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock
-from application.runs.events import store_ending
+from application.runs.events import store_lost_end
 from domain.ids import OrgId, RunId
 from domain.run_events import RunEvent
 from domain.runs import INTERRUPTED_MESSAGE, RunErrorCode, RunStatus
@@ -44,10 +44,7 @@ class RecoverRuns:
             claimed = await uow.runs.claim(org_id, run_id)  # whoever held it can no longer write it
             if claimed is None or not (claimed.run.status is RunStatus.IN_PROGRESS or claimed.run.asks_live):
                 return None
-            run = claimed.run
-            run.end_after_its_process(RunErrorCode.INTERRUPTED, INTERRUPTED_MESSAGE, self._clock.now())
-            event = await store_ending(
-                uow, run, self._bus, self._clock, after_holder=True, last_seq=claimed.last_event_seq
-            )
+            interrupted = RunErrorCode.INTERRUPTED
+            event = await store_lost_end(uow, claimed, interrupted, INTERRUPTED_MESSAGE, self._bus, self._clock)
             await uow.commit()
         return event
