@@ -37,7 +37,7 @@ from infrastructure.mcp_forgetting import ForgetsLoadedIntegrations
 from infrastructure.mcp_server.server import PublishingServer
 from infrastructure.metrics import MeteredMcpGateway, Metrics
 from infrastructure.persistence.engine import Database
-from infrastructure.persistence.run_holders import holding_runs
+from infrastructure.persistence.run_holders import heard_from, holding_runs
 from infrastructure.security.verified_keys import VerifiedKeyCache
 from infrastructure.settings import Executor, Settings
 from infrastructure.template_files.registry import TemplateFileRegistry
@@ -190,13 +190,17 @@ def org_concurrency(limits: OrgLimits) -> Callable[[OrgId], Awaitable[int]]:
 async def run_executor(
     settings: Settings, runs: Callable[[], RunExecution], *, org_limits: OrgLimits
 ) -> AsyncIterator[RunExecutor]:
-    """In worker mode, the job queue (a worker process takes its jobs from the same object); else this process."""
+    """In worker mode, the job queue (a worker process takes its jobs from the same object); else this process.
+    Either way, the other processes can tell whether this one lives (run_holders.py)."""
     if settings.executor is Executor.QUEUE:
         from infrastructure.execution import job_queue
 
         # The queue's own pool: a quarter of the process's connections (`database_pool_size`, twice with overflow).
         pool_size, lost_seconds = max(2, settings.database_pool_size // 2), settings.worker_lost_seconds
-        async with job_queue.opened(settings.database_url, pool_size, lost_seconds) as app:
+        async with (
+            heard_from(settings.database_url, lost_seconds),
+            job_queue.opened(settings.database_url, pool_size, lost_seconds) as app,
+        ):
             yield job_queue.QueueRunExecutor(app, lost_seconds)
         return
     async with holding_runs(settings.database_url):  # other processes leave this one's runs alone

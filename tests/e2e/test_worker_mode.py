@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from mcp import types
 
 from infrastructure.execution import pg_catalog_changes
 from infrastructure.execution.pg_event_bus import CHANNEL
@@ -516,6 +517,63 @@ async def test_a_sub_agents_run_ends_with_the_run_that_delegated_to_it_when_thei
     assert [(c["status"], (c["error"] or {}).get("code"), c["parent_run_id"]) for c in children.json()["data"]] == [
         ("failed", "worker_lost", run_id)
     ]
+
+
+async def test_a_run_asked_for_over_mcp_ends_when_its_api_process_is_killed_and_a_live_ones_goes_on(
+    deployment: Deployment,
+) -> None:
+    """A published agent called over MCP answers in the call: its run executes in the API process that serves the
+    call, with no job. Two API processes each serve such a call, their model calls held; one is killed. Its run ends
+    `interrupted` (a worker ends the runs with no job whose process went silent) instead of staying in progress for
+    good; the live process's run is left alone, and its call answers once its model does."""
+    env = deployment.env
+    ports = [free_port(), free_port()]
+    apis = [
+        await _start(f"api-extra-{i}", env, "serve", "--no-migrate", "--port", str(port), ready="Uvicorn running on")
+        for i, port in enumerate(ports)
+    ]
+    killed = apis[1]
+    tenant = Tenant(id="", slug="", admin=deployment.headers)
+    try:
+        async with httpx.AsyncClient(base_url=deployment.apis[0], timeout=60) as a:
+            slug = f"answerer-{uuid.uuid4().hex[:8]}"
+            body = {"name": slug, "slug": slug, "model": "gpt-test", "publish_as_mcp": True, "description": "Answers"}
+            agent = await a.post("/v1/agents", json=body, headers=deployment.headers)
+            assert agent.status_code == 201, agent.text
+
+            async def call(port: int) -> types.CallToolResult:
+                async with mcp_client(f"http://127.0.0.1:{port}", tenant) as session:
+                    return await session.call_tool(slug, {"input": "take your time"})
+
+            async def runs() -> list[dict[str, Any]]:
+                listed = await a.get("/v1/runs", params={"agent_id": agent.json()["id"]}, headers=deployment.headers)
+                return list(listed.json()["data"])
+
+            calls, held = [], []
+            for port in ports:  # one at a time: each call's model request is the one its hold answers
+                held.append(deployment.model.hold())
+                calls.append(asyncio.create_task(call(port)))
+                await asyncio.wait_for(held[-1].received.wait(), 30)
+            live_run, killed_run = sorted(await runs(), key=lambda r: r["created_at"])
+            killed.process.kill()
+            await killed.process.wait()
+            with contextlib.suppress(BaseException):  # the call and its session end with their server
+                await calls[1]
+            stream = await asyncio.wait_for(
+                a.get(f"/v1/runs/{killed_run['id']}/events", headers=deployment.headers), LOST_SECONDS + 20
+            )
+            ended = sse_events(stream.text)[-1]
+            assert (ended["type"], ended["data"]["error"]["code"]) == ("run.failed", "interrupted")
+            still = await a.get(f"/v1/runs/{live_run['id']}", headers=deployment.headers)
+            assert still.json()["status"] == "in_progress"
+            held[0].release()
+            answered = await asyncio.wait_for(calls[0], 30)
+            done = await a.get(f"/v1/runs/{live_run['id']}", headers=deployment.headers)
+    finally:
+        for api in apis:
+            await api.stop()
+    assert not answered.is_error and "released" in str(answered.content)
+    assert done.json()["status"] == "completed"
 
 
 async def test_the_runs_of_a_killed_worker_are_taken_over_and_each_ends_once(deployment: Deployment) -> None:

@@ -25,6 +25,7 @@ from domain.runs import ClientTool, PendingToolCall, Run, RunNotWaiting, RunStat
 from domain.threads import Thread
 from tests import builders
 from tests.unit.fakes.app import FakeApp, admin, member
+from tests.unit.fakes.persistence import Store
 from tests.unit.fakes.ports import AfterSubscribing, Hold, RecordingExecutor, Reply, answer, call, calls
 
 
@@ -518,6 +519,49 @@ async def test_recovery_ends_a_run_left_in_progress_after_its_cancel_was_request
     assert status(await stored(app, left)) is RunStatus.CANCELLED
     [event] = restarted.bus.published
     assert event.type.value == "run.cancelled"
+
+
+async def test_in_worker_mode_the_runs_a_silent_process_left_without_a_job_end_and_no_others() -> None:
+    """Worker mode: a run with no job whose process is silent was executing for a caller that is gone (a published
+    agent called over MCP, a sub-agent's run): it ends, queued or in progress, failed interrupted (a sub-agent's
+    worker_lost, cancelled when that was asked); a run with a job, or whose process lives, is left alone, and no
+    run is given to a worker."""
+    app = FakeApp(store=Store(run_jobs={}))
+    org, agent, _ = await setup(app)
+    runs: dict[str, Run] = {}
+    async with app.uow as uow:
+        for name in ("queued", "called", "sub_agent", "cancel", "with_a_job", "live_holder"):
+            thread = builders.thread(org.id, agent_id=agent.id)
+            parent = runs["called"].id if name == "sub_agent" else None
+            run = builders.run(org.id, thread.id, agent.id, parent_run_id=parent, cancel_requested=name == "cancel")
+            if name != "queued":
+                run.start(app.clock.now())
+            await uow.threads.add(thread)
+            await uow.runs.add(run)
+            if name == "with_a_job":
+                await uow.run_jobs.add(org.id, run.id)
+            if name != "live_holder":
+                app.store.silent_holders.add(run.id)
+            runs[name] = run
+        await uow.commit()
+    worker = FakeApp(store=app.store)
+    recover = RecoverRuns(worker.uow, worker.clock, worker.bus, worker.executor)
+    assert await recover.end_stranded(silent_seconds=15, batch=2) == 4
+    ended = {name: await stored(app, run) for name, run in runs.items()}
+    assert {name: (status(r), r.error.code if r.error else None) for name, r in ended.items()} == {
+        "queued": (RunStatus.FAILED, "interrupted"),
+        "called": (RunStatus.FAILED, "interrupted"),
+        "sub_agent": (RunStatus.FAILED, "worker_lost"),
+        "cancel": (RunStatus.CANCELLED, None),
+        "with_a_job": (RunStatus.IN_PROGRESS, None),
+        "live_holder": (RunStatus.IN_PROGRESS, None),
+    }
+    assert worker.executor.submitted == []
+    assert sorted(e.run_id for e in worker.bus.published) == sorted(
+        runs[n].id for n in ("queued", "called", "sub_agent", "cancel")
+    )
+    assert all(e.seq > UNSTORED_SEQS for e in worker.bus.published)  # past what their process may have sent
+    assert await recover.end_stranded(silent_seconds=15) == 0  # ended once
 
 
 async def test_recovery_handles_every_stranded_run_not_just_a_first_batch(app: FakeApp) -> None:

@@ -313,6 +313,17 @@ class RunRepository(Protocol):
         stopped), in id order from after `after`."""
         ...
 
+    async def stranded(self, silent_seconds: float, limit: int, after: RunId | None = None) -> Sequence[Run]:
+        """Where runs execute from a job queue (worker mode; elsewhere none): runs, of any organization, queued or
+        in progress, with no job of theirs waiting or executing, whose holder (the process that created or last
+        took them) has not been heard from for `silent_seconds`; in id order from after `after`."""
+        ...
+
+    async def claim_stranded(self, run: Run, silent_seconds: float) -> ClaimedRun | None:
+        """`claim` the run only if it is still as `stranded` found it: its lease unchanged (no one took it since),
+        and stranded still (its holder silent, no job of its own)."""
+        ...
+
     async def unfinished_children(self, org_id: OrgId, run_id: RunId) -> Sequence[RunId]:
         """The runs it delegated to (sub-agents' runs) that have not ended."""
         ...

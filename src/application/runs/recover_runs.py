@@ -1,12 +1,13 @@
-"""Recovering runs at start-up."""
+"""Recovering runs at start-up (the in-process executor), and as workers go (worker mode)."""
 
 from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock
 from application.runs.events import store_lost_end
+from application.runs.recorder import SUB_AGENT_LOST
 from domain.ids import OrgId, RunId
 from domain.run_events import RunEvent
-from domain.runs import INTERRUPTED_MESSAGE, RunErrorCode, RunStatus
+from domain.runs import INTERRUPTED_MESSAGE, Run, RunErrorCode, RunStatus
 
 RECOVERY_BATCH = 500
 
@@ -15,7 +16,12 @@ class RecoverRuns:
     """At start: runs left in progress by a process that stopped are failed as interrupted (so are runs that
     waited for the answer to a question its open call asked: the call is gone), or end cancelled when their cancel
     was requested; queued runs are handed to the executor again. Runs that another live process holds are left
-    alone."""
+    alone.
+
+    Where runs execute from a job queue (worker mode), a run's job is how it is taken on after a lost process. The
+    runs that have none executed in a caller's task (a published agent called over MCP, in the API process serving
+    the call; a sub-agent's run, in the task of the run that delegated to it): when their process stops, no one
+    waits for their answers any more. Workers look for them now and then (`end_stranded`)."""
 
     def __init__(self, uow: UnitOfWork, clock: Clock, bus: RunEventBus, executor: RunExecutor) -> None:
         self._uow, self._clock, self._bus, self._executor = uow, clock, bus, executor
@@ -38,6 +44,36 @@ class RecoverRuns:
             if len(unfinished) < batch:
                 return interrupted, resubmitted
             last = unfinished[-1].id
+
+    async def end_stranded(self, silent_seconds: float, batch: int = RECOVERY_BATCH) -> int:
+        """Worker mode: the runs with no job whose process has been silent for `silent_seconds` end, queued or in
+        progress (cancelled, when that was asked): failed as interrupted, or, a sub-agent's, as worker_lost, as
+        whoever takes on the run that delegated to it ends it (RunRecorder.begin); how many."""
+        ended = 0
+        last: RunId | None = None
+        while True:
+            async with self._uow.read_only() as uow:
+                stranded = await uow.runs.stranded(silent_seconds, batch, after=last)
+            for run in stranded:
+                if (event := await self._end_stranded(run, silent_seconds)) is not None:
+                    await self._bus.publish(event)
+                    ended += 1
+            if len(stranded) < batch:
+                return ended
+            last = stranded[-1].id
+
+    async def _end_stranded(self, run: Run, silent_seconds: float) -> RunEvent | None:
+        async with self._uow as uow:
+            claimed = await uow.runs.claim_stranded(run, silent_seconds)  # whoever held it can no longer write it
+            if claimed is None:
+                return None  # taken, or heard from, since it was read
+            if claimed.run.parent_run_id is not None:
+                code, message = RunErrorCode.WORKER_LOST, SUB_AGENT_LOST
+            else:
+                code, message = RunErrorCode.INTERRUPTED, INTERRUPTED_MESSAGE
+            event = await store_lost_end(uow, claimed, code, message, self._bus, self._clock)
+            await uow.commit()
+        return event
 
     async def _interrupt(self, org_id: OrgId, run_id: RunId) -> RunEvent | None:
         async with self._uow as uow:

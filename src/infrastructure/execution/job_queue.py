@@ -22,7 +22,7 @@ import select
 import socket
 import time
 import weakref
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -50,6 +50,9 @@ RUNS = "threadline_runs"
 """The key of the worker's run executor in the jobs' context."""
 LOST_SECONDS = "threadline_lost_seconds"
 """The key, in the jobs' context, of how long a worker may be silent before its runs are taken over."""
+STRANDED = "threadline_stranded"
+"""The key, in the jobs' context, of what ends the runs with no job whose process stopped (they executed in a caller's
+task: see RecoverRuns.end_stranded); it answers how many it ended."""
 
 
 class Execute(Protocol):
@@ -158,7 +161,17 @@ silent, not dead) is refused from now on, before another worker takes the run (a
 async def _take_over_lost_runs(context: JobContext, timestamp: int) -> None:
     """Runs whose worker stopped sending heartbeats go back to the queue, fenced off from that worker: a live
     worker resumes each from its last stored step (or fails it as worker_lost when its tool calls were in
-    flight; see RunRecorder)."""
+    flight; see RunRecorder). Then the runs with no job that a process silent as long executed in a caller's task
+    end."""
+    await _take_over_stalled_jobs(context)
+    end_stranded: Callable[[], Awaitable[int]] | None = context.additional_context.get(STRANDED)
+    if end_stranded is not None:
+        ended = await end_stranded()
+        if ended:
+            logger.warning("ended %d runs whose process stopped while it executed them for a caller", ended)
+
+
+async def _take_over_stalled_jobs(context: JobContext) -> None:
     lost_seconds: float = context.additional_context[LOST_SECONDS]
     app = context.app
     for job in await app.job_manager.get_stalled_jobs(task_name=TASK, seconds_since_heartbeat=lost_seconds):
@@ -429,17 +442,19 @@ async def work(
     lost_seconds: float,
     signals: bool = True,
     wait: bool = True,
+    stranded: Callable[[], Awaitable[int]] | None = None,
 ) -> None:
     """Be a worker until SIGTERM or SIGINT (or, without `signals`, until cancelled; without `wait`, until no job is
     due): take the queues' jobs, `concurrency` at a time. The worker sends a heartbeat four times per
-    `lost_seconds`; one silent for longer is lost, and its runs are taken over. A job that succeeded is deleted."""
+    `lost_seconds`; one silent for longer is lost, and its runs are taken over. A job that succeeded is deleted.
+    `stranded` ends the runs with no job whose process stopped (see _take_over_lost_runs)."""
     if not isinstance(executor, QueueRunExecutor):
         raise TypeError("a worker needs the job queue executor (THREADLINE_EXECUTOR=queue)")
     await executor.app.run_worker_async(
         queues=queues,
         concurrency=concurrency,
         name=f"threadline-{socket.gethostname()}-{os.getpid()}",
-        additional_context={RUNS: runs, LOST_SECONDS: lost_seconds},
+        additional_context={RUNS: runs, LOST_SECONDS: lost_seconds, STRANDED: stranded},
         shutdown_graceful_timeout=grace_seconds,
         update_heartbeat_interval=lost_seconds / 4,
         stalled_worker_timeout=lost_seconds,

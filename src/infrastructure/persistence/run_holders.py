@@ -1,10 +1,22 @@
 """Which process holds a run, and whether that process still lives (PostgreSQL).
 
-A process that executes runs itself (the in-process executor) stamps the runs it creates or takes with its
-key, and holds a session advisory lock on that key for as long as it lives. PostgreSQL releases the lock when
-the process's connection goes away (it exited, was killed, or lost the network), so another process starting
-on the same database can tell the runs of a live process, which it leaves alone, from stranded ones, which it
-recovers. SQLite databases serve one process, whose start recovers every unfinished run.
+Every process stamps the runs it creates or takes to execute with its key (`runs.holder`).
+
+A process that executes runs itself (the in-process executor) holds a session advisory lock on that key for as
+long as it lives. PostgreSQL releases the lock when the process's connection goes away (it exited, was killed, or
+lost the network), so another process starting on the same database can tell the runs of a live process, which it
+leaves alone, from stranded ones, which it recovers. SQLite databases serve one process, whose start recovers every
+unfinished run.
+
+In worker mode a run's job is how it is taken on when its process is lost; the runs a process executes in a
+caller's task have none (a published agent called over MCP, in the API process that serves the call; a sub-agent's
+run, in the task of the run that delegated to it). Every process says every quarter of
+`THREADLINE_WORKER_LOST_SECONDS` that it lives (`heard_from`: its row of `run_holders`, written on a connection of
+its own), and the workers end the runs with no job whose holder has been silent for longer (RecoverRuns.end_stranded):
+the process stopped, and no one waits for their answers. An advisory lock would not do there: it lapses whenever
+its connection does (the database restarting or failing over), and a check every few seconds would then end the
+runs of live processes. A silent row is as a worker's silent heartbeat is to procrastinate: lost for that long.
+A process that never wrote a row (one of an earlier version, during a rolling upgrade) is not judged.
 """
 
 import asyncio
@@ -16,7 +28,7 @@ from collections.abc import AsyncIterator
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 logger = logging.getLogger(__name__)
@@ -25,6 +37,8 @@ PROCESS_KEY = secrets.randbelow(2**31 - 2) + 1
 """This process, as the holder of runs."""
 _NAMESPACE = 0x746C  # the advisory locks of run holders, apart from other users of advisory locks
 _CHECK_SECONDS = 10.0
+FORGOTTEN_AFTER = "1 day"
+"""A process silent this long, none of whose runs is unfinished, is forgotten (its row deleted)."""
 _RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
 
 NOT_HELD_BY_A_LIVE_PROCESS = text(
@@ -33,6 +47,65 @@ NOT_HELD_BY_A_LIVE_PROCESS = text(
     " AND objsubid = 2 AND objid::bigint = runs.holder)"
 )
 """On PostgreSQL, a condition on runs: no live process holds the run (none ever did, or its holder is gone)."""
+
+
+SILENT_HOLDER = text(
+    "EXISTS (SELECT 1 FROM run_holders h WHERE h.holder = runs.holder"
+    " AND h.seen_at < now() - make_interval(secs => CAST(:silent_seconds AS double precision)))"
+)
+"""A condition on runs (worker mode): their holder has not been heard from for `silent_seconds`."""
+_HEARD = text(
+    "INSERT INTO run_holders (holder, seen_at) VALUES (:holder, now())"
+    " ON CONFLICT (holder) DO UPDATE SET seen_at = excluded.seen_at"
+)
+_FORGET = text(
+    f"DELETE FROM run_holders h WHERE h.seen_at < now() - interval '{FORGOTTEN_AFTER}'"
+    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.holder = h.holder AND r.status IN ('queued', 'in_progress'))"
+)
+
+
+@contextlib.asynccontextmanager
+async def heard_from(database_url: str, lost_seconds: float) -> AsyncIterator[None]:
+    """While inside, worker mode's processes hear from this one every quarter of `lost_seconds` (on a connection of
+    its own, each time within that quarter, or another connection is opened). When the database cannot be reached
+    the process goes on all the same: its runs are judged only once it has been heard from."""
+    engine = create_async_engine(database_url, poolclass=NullPool)
+    beating = asyncio.create_task(_beat(engine, lost_seconds / 4), name="run-holder-heartbeat")
+    try:
+        yield
+    finally:
+        beating.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beating
+        await engine.dispose()
+
+
+async def _beat(engine: AsyncEngine, every: float) -> None:
+    connection: AsyncConnection | None = None
+    failures = 0
+    forgotten = False
+    while True:
+        try:
+            async with asyncio.timeout(every):  # a peer gone without a word: another connection, in time
+                if connection is None:
+                    connection = await engine.connect()
+                await connection.execute(_HEARD, {"holder": PROCESS_KEY})
+                if not forgotten:  # once per process: the rows of processes long gone
+                    await connection.execute(_FORGET)
+                    forgotten = True
+                await connection.commit()
+            failures = 0
+        except (OSError, SQLAlchemyError, TimeoutError) as error:
+            if failures == 0:
+                logger.warning("this process cannot tell the others that it lives: %s; retrying", error)
+            failures += 1
+            if connection is not None:
+                with contextlib.suppress(OSError, SQLAlchemyError):
+                    await connection.invalidate()
+                connection = None
+        await asyncio.sleep(
+            every if failures == 0 else min(every, _RETRY_SECONDS[min(failures, len(_RETRY_SECONDS)) - 1])
+        )
 
 
 @contextlib.asynccontextmanager

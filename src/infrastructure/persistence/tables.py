@@ -367,6 +367,14 @@ usage_records = Table(
     Index(None, "org_id", "day"),
 )
 
+run_holders = Table(
+    "run_holders",
+    metadata,
+    Column("holder", BigInteger, primary_key=True, autoincrement=False),
+    _timestamp("seen_at"),
+)
+"""Worker mode: when each process that holds runs (runs.holder) was last heard from (persistence/run_holders.py)."""
+
 # Append only: the application never updates or deletes an event.
 audit_events = Table(
     "audit_events",

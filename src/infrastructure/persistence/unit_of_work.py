@@ -53,7 +53,7 @@ class Transaction:
         self.passages = SqlPassageRepository(writes)
         self.passage_vectors = SqlPassageVectorRepository(writes, vectors)
         self.thread_summaries = SqlThreadSummaryRepository(writes)
-        self.runs = SqlRunRepository(writes)
+        self.runs = SqlRunRepository(writes, queued=queued_runs)
         self.run_events = SqlRunEventRepository(writes)
         self.run_jobs = SqlRunJobRepository(writes, queued=queued_runs)
         self.prompt_templates = SqlPromptTemplateRepository(writes)

@@ -83,6 +83,9 @@ class Store:
     run_jobs: dict[RunId, OrgId] | None = None
     """The runs' jobs queued with the units' writes, where runs execute from a job queue (worker mode); None where
     they do not (the caller submits them)."""
+    silent_holders: set[RunId] = field(default_factory=set)
+    """The runs whose holder (the process that created or last took them) is silent (worker mode); claiming one
+    takes it from this set."""
     commits: int = 0
     failing_commits: int = 0
     """How many of the next commits fail with StorageUnavailable (the database went away), writing nothing."""
@@ -475,7 +478,14 @@ def _summary(source: Source) -> SourceSummary:
 
 
 class FakeRuns:
-    def __init__(self, table: Table[RunId, Run], events: "FakeRunEvents") -> None:
+    def __init__(
+        self,
+        table: Table[RunId, Run],
+        events: "FakeRunEvents",
+        jobs: Table[RunId, OrgId] | None = None,
+        silent_holders: set[RunId] | None = None,
+    ) -> None:
+        self._jobs, self._silent = jobs, silent_holders if silent_holders is not None else set()
         self.table, self._events = table, events
 
     async def add(self, run: Run) -> None:
@@ -529,6 +539,28 @@ class FakeRuns:
         )
         return sorted(found, key=lambda r: r.id)[:limit]
 
+    async def stranded(self, silent_seconds: float, limit: int, after: RunId | None = None) -> Sequence[Run]:
+        if self._jobs is None:
+            return []
+        jobs = self._jobs
+        found = self.table.where(
+            lambda r: (
+                r.status in (RunStatus.QUEUED, RunStatus.IN_PROGRESS)
+                and r.id in self._silent
+                and jobs.get(r.id) is None
+                and (after is None or r.id > after)
+            )
+        )
+        return sorted(found, key=lambda r: r.id)[:limit]
+
+    async def claim_stranded(self, run: Run, silent_seconds: float) -> ClaimedRun | None:
+        stored = self.table.get(run.id)
+        if stored is None or stored.lease != run.lease:
+            return None
+        if not any(r.id == run.id for r in await self.stranded(silent_seconds, len(self._silent), after=None)):
+            return None
+        return await self.claim(run.org_id, run.id)
+
     async def unfinished_children(self, org_id: OrgId, run_id: RunId) -> Sequence[RunId]:
         found = self.table.where(
             lambda r: r.org_id == org_id and r.parent_run_id == run_id and not r.status.is_terminal
@@ -541,6 +573,7 @@ class FakeRuns:
             return None
         found.lease += 1
         self.table.put(run_id, found)
+        self._silent.discard(run_id)  # held by this process now
         return ClaimedRun(found, await self._events.last_seq(run_id))
 
     async def save(self, run: Run, *, unless_cancel_requested: bool = False) -> None:
@@ -717,9 +750,10 @@ class FakeUnitOfWork:
         self.passage_vectors: PassageVectorRepository = FakePassageVectors(self._table(s.passages))
         self.thread_summaries: ThreadSummaryRepository = FakeThreadSummaries(self._table(s.thread_summaries))
         run_events = FakeRunEvents(self._table(s.run_events))
-        self.runs: RunRepository = FakeRuns(self._table(s.runs), run_events)
+        run_jobs = None if s.run_jobs is None else self._table(s.run_jobs)
+        self.runs: RunRepository = FakeRuns(self._table(s.runs), run_events, run_jobs, s.silent_holders)
         self.run_events: RunEventRepository = run_events
-        self.run_jobs: RunJobRepository = FakeRunJobs(None if s.run_jobs is None else self._table(s.run_jobs))
+        self.run_jobs: RunJobRepository = FakeRunJobs(run_jobs)
         self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))
         self.argument_values: ArgumentValueRepository = FakeArgumentValues(self._table(s.argument_values))
         self.audit_events: AuditEventRepository = FakeAuditEvents(self._table(s.audit_events))

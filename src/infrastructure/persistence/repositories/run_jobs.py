@@ -28,6 +28,14 @@ _INSERT = Prepared(
 )
 
 
+WITHOUT_A_JOB = text(
+    "NOT EXISTS (SELECT 1 FROM procrastinate_jobs j"
+    " WHERE j.lock = CAST(runs.id AS text) AND j.status IN ('todo', 'doing'))"
+)
+"""A condition on runs (worker mode): no job of the run waits in the queue or executes (the index on the jobs' lock
+serves it: migration 0022)."""
+
+
 class SqlRunJobRepository:
     def __init__(self, connection: UnitConnection, *, queued: bool) -> None:
         self._connection, self._queued = connection, queued

@@ -26,8 +26,9 @@ from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.errors import refused
 from infrastructure.persistence.prepared import Prepared
 from infrastructure.persistence.repositories._rows import utc, utc_required
+from infrastructure.persistence.repositories.run_jobs import WITHOUT_A_JOB
 from infrastructure.persistence.repositories.usage import record_new_steps
-from infrastructure.persistence.run_holders import NOT_HELD_BY_A_LIVE_PROCESS, PROCESS_KEY
+from infrastructure.persistence.run_holders import NOT_HELD_BY_A_LIVE_PROCESS, PROCESS_KEY, SILENT_HOLDER
 from infrastructure.persistence.tables import UNFINISHED_STATUSES, run_events, runs
 from infrastructure.run_event_json import event_data, event_payload
 
@@ -219,9 +220,18 @@ _EVENTS = Prepared(
 )
 
 
+# Worker mode's runs that no one executes any more: queued or in progress, with no job, their holder silent.
+_STRANDED = (
+    runs.c.status.in_((RunStatus.QUEUED.value, RunStatus.IN_PROGRESS.value)),
+    SILENT_HOLDER,
+    WITHOUT_A_JOB,
+)
+
+
 class SqlRunRepository:
-    def __init__(self, connection: UnitConnection) -> None:
-        self._conn = connection
+    def __init__(self, connection: UnitConnection, *, queued: bool = False) -> None:
+        """`queued`: runs execute from the job queue (worker mode)."""
+        self._conn, self._queued = connection, queued
 
     async def add(self, run: Run) -> None:
         values = _values(run) | {
@@ -309,6 +319,28 @@ class SqlRunRepository:
         if self._conn.dialect.name == "postgresql":  # several processes may share it: not the live ones' runs
             query = query.where(NOT_HELD_BY_A_LIVE_PROCESS)
         return [_to_entity(row) for row in await self._conn.execute(query)]
+
+    async def stranded(self, silent_seconds: float, limit: int, after: RunId | None = None) -> Sequence[Run]:
+        if not self._queued:
+            return []
+        # Through the index on status (the runs that have not ended are few), each looked for in the job queue by
+        # its lock (migration 0022) and its holder by its key.
+        query = select(runs).where(*_STRANDED).order_by(runs.c.id).limit(limit)
+        if after is not None:
+            query = query.where(runs.c.id > after)
+        return [_to_entity(row) for row in await self._conn.execute(query, {"silent_seconds": silent_seconds})]
+
+    async def claim_stranded(self, run: Run, silent_seconds: float) -> ClaimedRun | None:
+        # One statement: stranded still, and claimed, or left as it is (its holder was heard from again, a job of
+        # its own was queued, or someone took it since it was read).
+        claim = (
+            update(runs)
+            .where(runs.c.org_id == run.org_id, runs.c.id == run.id, runs.c.lease == run.lease, *_STRANDED)
+            .values(lease=runs.c.lease + 1, holder=PROCESS_KEY)
+            .returning(*runs.c, _LAST_SEQ_OF_RUN.label("last_event_seq"))
+        )
+        row = (await self._conn.execute(claim, {"silent_seconds": silent_seconds})).first()
+        return ClaimedRun(_to_entity(row), row.last_event_seq or 0) if row else None
 
     async def unfinished_children(self, org_id: OrgId, run_id: RunId) -> Sequence[RunId]:
         # Through the index on status: the runs that have not ended are few beside those that have.
