@@ -506,6 +506,25 @@ async def test_recovery_resubmits_queued_runs_and_fails_interrupted_ones(app: Fa
     assert isinstance(event.payload, RunFailed) and event.seq == UNSTORED_SEQS + 1  # past what it may have sent
 
 
+async def test_recovery_ends_a_sub_agents_queued_run_instead_of_executing_it_for_no_one(app: FakeApp) -> None:
+    """A sub-agent's run is queued in the process of the run that delegated to it, and executes there: found queued
+    at start, the run waiting for its answer is gone (interrupted by the same recovery)."""
+    org, agent, thread = await setup(app)
+    parent = builders.run(org.id, thread.id, agent.id)
+    parent.start(app.clock.now())
+    child = builders.run(org.id, (await app.thread(agent)).id, agent.id, parent_run_id=parent.id)
+    async with app.uow as uow:
+        for run in (parent, child):
+            await uow.runs.add(run)
+        await uow.commit()
+    restarted = FakeApp(store=app.store)
+    assert await RecoverRuns(restarted.uow, restarted.clock, restarted.bus, restarted.executor).execute() == (2, 0)
+    assert restarted.executor.submitted == []
+    for run in (parent, child):
+        ended = await stored(app, run)
+        assert status(ended) is RunStatus.FAILED and ended.error is not None and ended.error.code == "interrupted"
+
+
 async def test_recovery_ends_a_run_left_in_progress_after_its_cancel_was_requested_cancelled(app: FakeApp) -> None:
     org, agent, thread = await setup(app)
     left = builders.run(org.id, thread.id, agent.id)

@@ -14,9 +14,9 @@ RECOVERY_BATCH = 500
 
 class RecoverRuns:
     """At start: runs left in progress by a process that stopped are failed as interrupted (so are runs that
-    waited for the answer to a question its open call asked: the call is gone), or end cancelled when their cancel
-    was requested; queued runs are handed to the executor again. Runs that another live process holds are left
-    alone.
+    waited for the answer to a question its open call asked: the call is gone, and sub-agents' runs, even queued:
+    the run that delegated to them is gone), or end cancelled when their cancel was requested; other queued runs
+    are handed to the executor again. Runs that another live process holds are left alone.
 
     Where runs execute from a job queue (worker mode), a run's job is how it is taken on after a lost process. The
     runs that have none executed in a caller's task (a published agent called over MCP, in the API process serving
@@ -35,7 +35,7 @@ class RecoverRuns:
             async with self._uow.read_only() as uow:
                 unfinished = await uow.runs.unfinished(batch, after=last)
             for run in unfinished:
-                if run.status is RunStatus.QUEUED:
+                if run.status is RunStatus.QUEUED and run.parent_run_id is None:
                     await self._executor.submit(run.org_id, run.id)
                     resubmitted += 1
                 elif (event := await self._interrupt(run.org_id, run.id)) is not None:
@@ -78,7 +78,10 @@ class RecoverRuns:
     async def _interrupt(self, org_id: OrgId, run_id: RunId) -> RunEvent | None:
         async with self._uow as uow:
             claimed = await uow.runs.claim(org_id, run_id)  # whoever held it can no longer write it
-            if claimed is None or not (claimed.run.status is RunStatus.IN_PROGRESS or claimed.run.asks_live):
+            run = claimed.run if claimed is not None else None
+            # A sub-agent's run, even queued: only the run that delegated to it, in the process that stopped, waited
+            # for its answer.
+            if run is None or not (run.status is RunStatus.IN_PROGRESS or run.asks_live or run.parent_run_id):
                 return None
             interrupted = RunErrorCode.INTERRUPTED
             event = await store_lost_end(uow, claimed, interrupted, INTERRUPTED_MESSAGE, self._bus, self._clock)
