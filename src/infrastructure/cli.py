@@ -162,7 +162,7 @@ def worker(
                     concurrency=concurrency or settings.worker_concurrency,
                     grace_seconds=settings.worker_grace_seconds,
                     lost_seconds=settings.worker_lost_seconds,
-                    stranded=lambda: container.recover_runs().end_stranded(settings.worker_lost_seconds),
+                    stranded=lambda silent_seconds: container.recover_runs().end_stranded(silent_seconds),
                 )
         finally:
             await close_resources(container)

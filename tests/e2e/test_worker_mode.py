@@ -21,13 +21,14 @@ from mcp import types
 from infrastructure.execution import pg_catalog_changes
 from infrastructure.execution.pg_event_bus import CHANNEL
 from infrastructure.execution.pg_listener import libpq_dsn
+from infrastructure.persistence.run_holders import SILENCE_OF_THE_STRANDED
 from infrastructure.security import key_revocations
 from tests.conftest import Tenant
 from tests.databases import POSTGRES_URL, backend, off_the_loop, postgres_database
 from tests.e2e.runs import sse_events
 from tests.e2e.test_mcp_server import create_template, mcp_client
 from tests.fakes.mcp_server import FakeMcpServer
-from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, echo_text
+from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, HeldReply, echo_text
 from tests.servers import THREADLINE, free_port, organization_headers, threadline
 
 pytestmark = pytest.mark.skipif(
@@ -526,15 +527,15 @@ async def test_a_run_asked_for_over_mcp_ends_when_its_api_process_is_killed_and_
     call, with no job. Two API processes each serve such a call, their model calls held; one is killed. Its run ends
     `interrupted` (a worker ends the runs with no job whose process went silent) instead of staying in progress for
     good; the live process's run is left alone, and its call answers once its model does."""
-    env = deployment.env
     ports = [free_port(), free_port()]
-    apis = [
-        await _start(f"api-extra-{i}", env, "serve", "--no-migrate", "--port", str(port), ready="Uvicorn running on")
-        for i, port in enumerate(ports)
-    ]
-    killed = apis[1]
+    apis: list[Process] = []
+    calls: list[asyncio.Task[types.CallToolResult]] = []
+    held: list[HeldReply] = []
     tenant = Tenant(id="", slug="", admin=deployment.headers)
     try:
+        for i, port in enumerate(ports):
+            serve = ("serve", "--no-migrate", "--port", str(port))
+            apis.append(await _start(f"api-extra-{i}", deployment.env, *serve, ready="Uvicorn running on"))
         async with httpx.AsyncClient(base_url=deployment.apis[0], timeout=60) as a:
             slug = f"answerer-{uuid.uuid4().hex[:8]}"
             body = {"name": slug, "slug": slug, "model": "gpt-test", "publish_as_mcp": True, "description": "Answers"}
@@ -545,22 +546,19 @@ async def test_a_run_asked_for_over_mcp_ends_when_its_api_process_is_killed_and_
                 async with mcp_client(f"http://127.0.0.1:{port}", tenant) as session:
                     return await session.call_tool(slug, {"input": "take your time"})
 
-            async def runs() -> list[dict[str, Any]]:
-                listed = await a.get("/v1/runs", params={"agent_id": agent.json()["id"]}, headers=deployment.headers)
-                return list(listed.json()["data"])
-
-            calls, held = [], []
             for port in ports:  # one at a time: each call's model request is the one its hold answers
                 held.append(deployment.model.hold())
                 calls.append(asyncio.create_task(call(port)))
                 await asyncio.wait_for(held[-1].received.wait(), 30)
-            live_run, killed_run = sorted(await runs(), key=lambda r: r["created_at"])
-            killed.process.kill()
-            await killed.process.wait()
-            with contextlib.suppress(BaseException):  # the call and its session end with their server
-                await calls[1]
+            listed = await a.get("/v1/runs", params={"agent_id": agent.json()["id"]}, headers=deployment.headers)
+            live_run, killed_run = sorted(listed.json()["data"], key=lambda r: r["created_at"])
+            apis[1].process.kill()
+            await apis[1].process.wait()
+            with contextlib.suppress(Exception):  # the call and its session end with their server
+                await asyncio.wait_for(calls[1], 30)
             stream = await asyncio.wait_for(
-                a.get(f"/v1/runs/{killed_run['id']}/events", headers=deployment.headers), LOST_SECONDS + 20
+                a.get(f"/v1/runs/{killed_run['id']}/events", headers=deployment.headers),
+                SILENCE_OF_THE_STRANDED * LOST_SECONDS + 20,
             )
             ended = sse_events(stream.text)[-1]
             assert (ended["type"], ended["data"]["error"]["code"]) == ("run.failed", "interrupted")
@@ -570,6 +568,11 @@ async def test_a_run_asked_for_over_mcp_ends_when_its_api_process_is_killed_and_
             answered = await asyncio.wait_for(calls[0], 30)
             done = await a.get(f"/v1/runs/{live_run['id']}", headers=deployment.headers)
     finally:
+        for hold in held:
+            hold.release()
+        for task in calls:
+            task.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
         for api in apis:
             await api.stop()
     assert not answered.is_error and "released" in str(answered.content)

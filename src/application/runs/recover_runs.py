@@ -78,10 +78,12 @@ class RecoverRuns:
     async def _interrupt(self, org_id: OrgId, run_id: RunId) -> RunEvent | None:
         async with self._uow as uow:
             claimed = await uow.runs.claim(org_id, run_id)  # whoever held it can no longer write it
-            run = claimed.run if claimed is not None else None
+            if claimed is None:
+                return None
+            run = claimed.run
             # A sub-agent's run, even queued: only the run that delegated to it, in the process that stopped, waited
             # for its answer.
-            if run is None or not (run.status is RunStatus.IN_PROGRESS or run.asks_live or run.parent_run_id):
+            if not (run.status is RunStatus.IN_PROGRESS or run.asks_live or run.parent_run_id):
                 return None
             interrupted = RunErrorCode.INTERRUPTED
             event = await store_lost_end(uow, claimed, interrupted, INTERRUPTED_MESSAGE, self._bus, self._clock)

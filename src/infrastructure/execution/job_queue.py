@@ -41,6 +41,7 @@ from infrastructure.execution.pg_listener import libpq_dsn
 from infrastructure.execution.run_queue import QUEUE, TASK, made_due, run_job_args, run_job_locks
 from infrastructure.limits.admission import Admission, RunAdmission
 from infrastructure.logging import current_run
+from infrastructure.persistence.run_holders import SILENCE_OF_THE_STRANDED, heard_steadily_for
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +52,8 @@ RUNS = "threadline_runs"
 LOST_SECONDS = "threadline_lost_seconds"
 """The key, in the jobs' context, of how long a worker may be silent before its runs are taken over."""
 STRANDED = "threadline_stranded"
-"""The key, in the jobs' context, of what ends the runs with no job whose process stopped (they executed in a caller's
-task: see RecoverRuns.end_stranded); it answers how many it ended."""
+"""The key, in the jobs' context, of what ends the runs with no job whose process has been silent for the seconds it
+is given (they executed in a caller's task: see RecoverRuns.end_stranded); it answers how many it ended."""
 
 
 class Execute(Protocol):
@@ -161,14 +162,17 @@ silent, not dead) is refused from now on, before another worker takes the run (a
 async def _take_over_lost_runs(context: JobContext, timestamp: int) -> None:
     """Runs whose worker stopped sending heartbeats go back to the queue, fenced off from that worker: a live
     worker resumes each from its last stored step (or fails it as worker_lost when its tool calls were in
-    flight; see RunRecorder). Then the runs with no job that a process silent as long executed in a caller's task
-    end."""
-    await _take_over_stalled_jobs(context)
-    end_stranded: Callable[[], Awaitable[int]] | None = context.additional_context.get(STRANDED)
-    if end_stranded is not None:
-        ended = await end_stranded()
-        if ended:
-            logger.warning("ended %d runs whose process stopped while it executed them for a caller", ended)
+    flight; see RunRecorder). Then the runs with no job that a process silent for longer executed in a caller's task
+    end (run_holders.py), once this worker has been heard from steadily for as long."""
+    try:
+        await _take_over_stalled_jobs(context)
+    finally:
+        end_stranded: Callable[[float], Awaitable[int]] | None = context.additional_context.get(STRANDED)
+        silent_seconds = SILENCE_OF_THE_STRANDED * context.additional_context[LOST_SECONDS]
+        if end_stranded is not None and heard_steadily_for() >= silent_seconds:
+            ended = await end_stranded(silent_seconds)
+            if ended:
+                logger.warning("ended %d runs whose process stopped while it executed them for a caller", ended)
 
 
 async def _take_over_stalled_jobs(context: JobContext) -> None:
@@ -442,7 +446,7 @@ async def work(
     lost_seconds: float,
     signals: bool = True,
     wait: bool = True,
-    stranded: Callable[[], Awaitable[int]] | None = None,
+    stranded: Callable[[float], Awaitable[int]] | None = None,
 ) -> None:
     """Be a worker until SIGTERM or SIGINT (or, without `signals`, until cancelled; without `wait`, until no job is
     due): take the queues' jobs, `concurrency` at a time. The worker sends a heartbeat four times per

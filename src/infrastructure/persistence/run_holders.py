@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator
 
 from sqlalchemy import text
@@ -49,6 +50,9 @@ NOT_HELD_BY_A_LIVE_PROCESS = text(
 """On PostgreSQL, a condition on runs: no live process holds the run (none ever did, or its holder is gone)."""
 
 
+SILENCE_OF_THE_STRANDED = 2.0
+"""How many times `THREADLINE_WORKER_LOST_SECONDS` a process is silent before the runs it executed with no job end
+(twice a worker's: ending a run is for good, where taking a lost worker's job over resumes the run)."""
 SILENT_HOLDER = text(
     "EXISTS (SELECT 1 FROM run_holders h WHERE h.holder = runs.holder"
     " AND h.seen_at < now() - make_interval(secs => CAST(:silent_seconds AS double precision)))"
@@ -59,16 +63,25 @@ _HEARD = text(
     " ON CONFLICT (holder) DO UPDATE SET seen_at = excluded.seen_at"
 )
 _FORGET = text(
-    f"DELETE FROM run_holders h WHERE h.seen_at < now() - interval '{FORGOTTEN_AFTER}'"
-    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.holder = h.holder AND r.status IN ('queued', 'in_progress'))"
+    f"DELETE FROM run_holders h WHERE h.seen_at < now() - interval '{FORGOTTEN_AFTER}' AND NOT EXISTS"
+    " (SELECT 1 FROM runs r WHERE r.holder = h.holder AND r.status IN ('queued', 'in_progress', 'requires_action'))"
 )
+_steady_since: float | None = None
+"""Since when (time.monotonic) this process has been heard from at every beat; None while it is not."""
+
+
+def heard_steadily_for() -> float:
+    """How long this process has been heard from without a gap (0 when it is not heard from now). A process judges
+    others' silence only after being heard from steadily for as long as it asks of them: after an outage of the
+    database, every process was silent, and the live ones are heard from again within a beat or two."""
+    return 0.0 if _steady_since is None else time.monotonic() - _steady_since
 
 
 @contextlib.asynccontextmanager
 async def heard_from(database_url: str, lost_seconds: float) -> AsyncIterator[None]:
-    """While inside, worker mode's processes hear from this one every quarter of `lost_seconds` (on a connection of
-    its own, each time within that quarter, or another connection is opened). When the database cannot be reached
-    the process goes on all the same: its runs are judged only once it has been heard from."""
+    """While inside, worker mode's processes hear from this one every quarter of `lost_seconds`, on a connection of
+    its own (one that does not answer within half of `lost_seconds` is dropped for another). When the database
+    cannot be reached the process goes on all the same: its runs are judged only once it has been heard from."""
     engine = create_async_engine(database_url, poolclass=NullPool)
     beating = asyncio.create_task(_beat(engine, lost_seconds / 4), name="run-holder-heartbeat")
     try:
@@ -81,31 +94,59 @@ async def heard_from(database_url: str, lost_seconds: float) -> AsyncIterator[No
 
 
 async def _beat(engine: AsyncEngine, every: float) -> None:
+    global _steady_since
     connection: AsyncConnection | None = None
     failures = 0
     forgotten = False
-    while True:
-        try:
-            async with asyncio.timeout(every):  # a peer gone without a word: another connection, in time
-                if connection is None:
-                    connection = await engine.connect()
-                await connection.execute(_HEARD, {"holder": PROCESS_KEY})
-                if not forgotten:  # once per process: the rows of processes long gone
-                    await connection.execute(_FORGET)
-                    forgotten = True
-                await connection.commit()
-            failures = 0
-        except (OSError, SQLAlchemyError, TimeoutError) as error:
-            if failures == 0:
-                logger.warning("this process cannot tell the others that it lives: %s; retrying", error)
-            failures += 1
-            if connection is not None:
-                with contextlib.suppress(OSError, SQLAlchemyError):
-                    await connection.invalidate()
-                connection = None
-        await asyncio.sleep(
-            every if failures == 0 else min(every, _RETRY_SECONDS[min(failures, len(_RETRY_SECONDS)) - 1])
-        )
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(2 * every):  # a peer gone without a word: another connection, in time
+                    if connection is None:
+                        connection = await engine.connect()
+                    await connection.execute(_HEARD, {"holder": PROCESS_KEY})
+                    await connection.commit()
+                if failures:
+                    logger.info("this process is heard from again by the others")
+                if _steady_since is None:
+                    _steady_since = time.monotonic()
+                failures = 0
+                if not forgotten:  # once per process, on its own: the rows of processes long gone
+                    async with asyncio.timeout(2 * every):
+                        forgotten = await _forget(connection)
+            except Exception as error:  # whatever it is, the beat goes on: a process not heard from looks dead
+                _steady_since = None
+                if failures == 0:
+                    logger.warning("this process cannot tell the others that it lives: %s; retrying", error)
+                failures += 1
+                if connection is not None:
+                    await _dropped(connection)
+                    connection = None
+            await asyncio.sleep(
+                every if failures == 0 else min(every, _RETRY_SECONDS[min(failures, len(_RETRY_SECONDS)) - 1])
+            )
+    finally:
+        _steady_since = None
+        if connection is not None:
+            await _dropped(connection)
+
+
+async def _forget(connection: AsyncConnection) -> bool:
+    try:
+        await connection.execute(_FORGET)
+        await connection.commit()
+    except SQLAlchemyError as error:
+        logger.warning("the processes long gone could not be forgotten: %s", error)
+        await connection.rollback()
+        return False
+    return True
+
+
+async def _dropped(connection: AsyncConnection) -> None:
+    with contextlib.suppress(Exception):
+        await connection.invalidate()
+    with contextlib.suppress(Exception):
+        await connection.close()
 
 
 @contextlib.asynccontextmanager

@@ -364,7 +364,9 @@ class SqlRunRepository:
             raise CancelRequested(f"a cancel of run {run.id} was requested")
 
         guarded = _SAVE_UNLESS_CANCEL if unless_cancel_requested else _SAVE
-        parameters = {"p_org": run.org_id, "p_id": run.id, "p_lease": run.lease, **_values(run)}
+        # Whoever stores the run holds it (it goes on here: a run resumed with its caller's answers, saved before
+        # it is claimed, is not left to the process it had before).
+        parameters = {"p_org": run.org_id, "p_id": run.id, "p_lease": run.lease, **_values(run), "holder": PROCESS_KEY}
         await self._conn.guard(guarded, parameters, why_refused)
         await record_new_steps(self._conn, run)  # its model calls' usage, with the steps that record it
 
