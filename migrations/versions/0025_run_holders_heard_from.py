@@ -1,11 +1,11 @@
-"""Worker mode: every process that holds runs (`runs.holder`: the one that created or last took a run to execute
-it) says now and then that it lives, in a row of its own, so that the runs it executed in a caller's task and left
-unfinished when it stopped can be told from those of live processes.
+"""Worker mode: every process that holds runs (`runs.holder`: the one that created, took or resumed a run last to
+execute it) says now and then that it lives, in a row of its own, so that the runs it executed in a caller's task
+and left unfinished when it stopped can be told from those of live processes.
 
 Such runs (a published agent called over MCP, executed by the API process that serves the call; a sub-agent's run,
 executed in the task of the run that delegated to it) have no job in the queue: nothing took them on when their
 process stopped, and they stayed in progress for good. The workers now end the runs with no job whose holder has
-not been heard from for `THREADLINE_WORKER_LOST_SECONDS` (infrastructure/persistence/run_holders.py). A process
+not been heard from for twice `THREADLINE_WORKER_LOST_SECONDS` (infrastructure/persistence/run_holders.py). A process
 that never wrote a row (one of a version before this) is not judged: its runs are left as they were.
 
 Revision ID: 0025

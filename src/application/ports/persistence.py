@@ -315,8 +315,8 @@ class RunRepository(Protocol):
 
     async def stranded(self, silent_seconds: float, limit: int, after: RunId | None = None) -> Sequence[Run]:
         """Where runs execute from a job queue (worker mode; elsewhere none): runs, of any organization, queued or
-        in progress, with no job of theirs waiting or executing, whose holder (the process that created or last
-        took them) has not been heard from for `silent_seconds`; in id order from after `after`."""
+        in progress, with no job of theirs waiting or executing, whose holder (the process that created, took or
+        resumed them last) has not been heard from for `silent_seconds`; in id order from after `after`."""
         ...
 
     async def claim_stranded(self, run: Run, silent_seconds: float) -> ClaimedRun | None:
@@ -333,13 +333,14 @@ class RunRepository(Protocol):
         of whoever held it before are refused from now on; with the number of its last stored event."""
         ...
 
-    async def save(self, run: Run, *, unless_cancel_requested: bool = False) -> None:
+    async def save(self, run: Run, *, unless_cancel_requested: bool = False, hold: bool = False) -> None:
         """Store the run's state, with the unit of work's writes, if `run.lease` is still its stored lease; raises
         LeaseLost otherwise (another process claimed the run since it was read). With `unless_cancel_requested`,
         raises CancelRequested instead if a cancel of the run was requested meanwhile. Either is raised here or
         when the unit of work commits, and then nothing of the unit of work is written. Whether a cancel was
         requested is stored only by `request_cancel`, so a run that executes never overwrites a cancel asked for
-        meanwhile."""
+        meanwhile. With `hold`, this process becomes the run's holder (it goes on with it, as a claim would make
+        it: a run its caller resumes here, see AnswerQuestions); other saves leave the holder as it is."""
         ...
 
     async def request_cancel(self, org_id: OrgId, run_id: RunId) -> None: ...

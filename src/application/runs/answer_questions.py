@@ -54,7 +54,8 @@ class AnswerQuestions:
             if resumed:
                 events = await RunEventStream.resume(uow, org_id, run.id, self._bus, self._clock)
                 recorded = [await events.record(uow, RunInProgress.of(run))]
-            await uow.runs.save(run)
+            # Resumed for a caller that goes on with it (AskAgent: no job), it is this process's from now on.
+            await uow.runs.save(run, hold=resumed and self._executor is None)
             # In worker mode, its job is queued with the answers.
             submitted = resumed and self._executor is not None and await uow.run_jobs.add(org_id, run.id)
             await uow.commit()

@@ -166,13 +166,14 @@ async def _take_over_lost_runs(context: JobContext, timestamp: int) -> None:
     end (run_holders.py), once this worker has been heard from steadily for as long."""
     try:
         await _take_over_stalled_jobs(context)
-    finally:
-        end_stranded: Callable[[float], Awaitable[int]] | None = context.additional_context.get(STRANDED)
-        silent_seconds = SILENCE_OF_THE_STRANDED * context.additional_context[LOST_SECONDS]
-        if end_stranded is not None and heard_steadily_for() >= silent_seconds:
-            ended = await end_stranded(silent_seconds)
-            if ended:
-                logger.warning("ended %d runs whose process stopped while it executed them for a caller", ended)
+    except Exception:  # (the runs with no job are looked for all the same; this is tried again at the next turn)
+        logger.exception("the runs of lost workers could not all be taken over")
+    end_stranded: Callable[[float], Awaitable[int]] | None = context.additional_context.get(STRANDED)
+    silent_seconds = SILENCE_OF_THE_STRANDED * context.additional_context[LOST_SECONDS]
+    if end_stranded is not None and heard_steadily_for() >= silent_seconds:
+        ended = await end_stranded(silent_seconds)
+        if ended:
+            logger.warning("ended %d runs whose process stopped while it executed them for a caller", ended)
 
 
 async def _take_over_stalled_jobs(context: JobContext) -> None:

@@ -1,6 +1,6 @@
 """Which process holds a run, and whether that process still lives (PostgreSQL).
 
-Every process stamps the runs it creates or takes to execute with its key (`runs.holder`).
+Every process stamps the runs it creates, takes to execute, or resumes for its caller with its key (`runs.holder`).
 
 A process that executes runs itself (the in-process executor) holds a session advisory lock on that key for as
 long as it lives. PostgreSQL releases the lock when the process's connection goes away (it exited, was killed, or
@@ -12,10 +12,11 @@ In worker mode a run's job is how it is taken on when its process is lost; the r
 caller's task have none (a published agent called over MCP, in the API process that serves the call; a sub-agent's
 run, in the task of the run that delegated to it). Every process says every quarter of
 `THREADLINE_WORKER_LOST_SECONDS` that it lives (`heard_from`: its row of `run_holders`, written on a connection of
-its own), and the workers end the runs with no job whose holder has been silent for longer (RecoverRuns.end_stranded):
-the process stopped, and no one waits for their answers. An advisory lock would not do there: it lapses whenever
-its connection does (the database restarting or failing over), and a check every few seconds would then end the
-runs of live processes. A silent row is as a worker's silent heartbeat is to procrastinate: lost for that long.
+its own), and the workers end the runs with no job whose holder has been silent for twice as long
+(RecoverRuns.end_stranded): the process stopped, and no one waits for their answers. An advisory lock would not do
+there: it lapses whenever its connection does (the database restarting or failing over), and a check every few
+seconds would then end the runs of live processes. A silent row is as a worker's silent heartbeat is to
+procrastinate, with twice the patience (ending a run is for good, where taking a lost worker's job over resumes it).
 A process that never wrote a row (one of an earlier version, during a rolling upgrade) is not judged.
 """
 
@@ -111,9 +112,11 @@ async def _beat(engine: AsyncEngine, every: float) -> None:
                 if _steady_since is None:
                     _steady_since = time.monotonic()
                 failures = 0
-                if not forgotten:  # once per process, on its own: the rows of processes long gone
-                    async with asyncio.timeout(2 * every):
-                        forgotten = await _forget(connection)
+                if not forgotten:  # tried once per process, on its own: the rows of processes long gone
+                    forgotten = True
+                    if not await _forgot(connection, within=2 * every):
+                        await _dropped(connection)  # in doubt: the next beat opens another
+                        connection = None
             except Exception as error:  # whatever it is, the beat goes on: a process not heard from looks dead
                 _steady_since = None
                 if failures == 0:
@@ -128,25 +131,34 @@ async def _beat(engine: AsyncEngine, every: float) -> None:
     finally:
         _steady_since = None
         if connection is not None:
-            await _dropped(connection)
+            await _closed(connection, within=every)
 
 
-async def _forget(connection: AsyncConnection) -> bool:
+async def _forgot(connection: AsyncConnection, within: float) -> bool:
+    """Whether the rows of processes long gone were deleted (the next process to start tries again). A failure here
+    says nothing of this process's own row, which is written."""
     try:
-        await connection.execute(_FORGET)
-        await connection.commit()
-    except SQLAlchemyError as error:
-        logger.warning("the processes long gone could not be forgotten: %s", error)
-        await connection.rollback()
+        async with asyncio.timeout(within):
+            await connection.execute(_FORGET)
+            await connection.commit()
+    except Exception as error:
+        logger.info("the processes long gone could not be forgotten: %s", error)
         return False
     return True
 
 
 async def _dropped(connection: AsyncConnection) -> None:
+    """A connection in doubt, given up without a word to its server."""
     with contextlib.suppress(Exception):
         await connection.invalidate()
-    with contextlib.suppress(Exception):
-        await connection.close()
+
+
+async def _closed(connection: AsyncConnection, within: float) -> None:
+    try:
+        async with asyncio.timeout(within):
+            await connection.close()
+    except Exception:
+        await _dropped(connection)
 
 
 @contextlib.asynccontextmanager

@@ -576,7 +576,7 @@ class FakeRuns:
         self._silent.discard(run_id)  # held by this process now
         return ClaimedRun(found, await self._events.last_seq(run_id))
 
-    async def save(self, run: Run, *, unless_cancel_requested: bool = False) -> None:
+    async def save(self, run: Run, *, unless_cancel_requested: bool = False, hold: bool = False) -> None:
         stored = self.table.get(run.id)
         if stored is not None and stored.lease != run.lease:
             raise LeaseLost(f"run {run.id} was taken over by another process")
@@ -584,6 +584,8 @@ class FakeRuns:
             raise CancelRequested(f"a cancel of run {run.id} was requested")
         cancel_requested = stored.cancel_requested if stored is not None else run.cancel_requested
         self.table.put(run.id, replace(run, cancel_requested=cancel_requested))
+        if hold:
+            self._silent.discard(run.id)  # held by this process now
 
     async def request_cancel(self, org_id: OrgId, run_id: RunId) -> None:
         stored = await self.get(org_id, run_id)

@@ -354,7 +354,7 @@ class SqlRunRepository:
             update(runs).where(runs.c.org_id == org_id, runs.c.id == run_id).values(cancel_requested=True)
         )
 
-    async def save(self, run: Run, *, unless_cancel_requested: bool = False) -> None:
+    async def save(self, run: Run, *, unless_cancel_requested: bool = False, hold: bool = False) -> None:
         # The lease check is part of the write (the guard of the unit's writes): no read first, and the row stays
         # locked until commit. Refused, a read says why.
         async def why_refused() -> None:
@@ -364,9 +364,9 @@ class SqlRunRepository:
             raise CancelRequested(f"a cancel of run {run.id} was requested")
 
         guarded = _SAVE_UNLESS_CANCEL if unless_cancel_requested else _SAVE
-        # Whoever stores the run holds it (it goes on here: a run resumed with its caller's answers, saved before
-        # it is claimed, is not left to the process it had before).
-        parameters = {"p_org": run.org_id, "p_id": run.id, "p_lease": run.lease, **_values(run), "holder": PROCESS_KEY}
+        parameters = {"p_org": run.org_id, "p_id": run.id, "p_lease": run.lease, **_values(run)}
+        if hold:
+            parameters["holder"] = PROCESS_KEY
         await self._conn.guard(guarded, parameters, why_refused)
         await record_new_steps(self._conn, run)  # its model calls' usage, with the steps that record it
 
