@@ -340,7 +340,8 @@ class RunRepository(Protocol):
         when the unit of work commits, and then nothing of the unit of work is written. Whether a cancel was
         requested is stored only by `request_cancel`, so a run that executes never overwrites a cancel asked for
         meanwhile. With `hold`, this process becomes the run's holder (it goes on with it, as a claim would make
-        it: a run its caller resumes here, see AnswerQuestions); other saves leave the holder as it is."""
+        it: a run its client's answers or tool results resume); other saves (a cancel, a live question's answer)
+        leave the holder as it is."""
         ...
 
     async def request_cancel(self, org_id: OrgId, run_id: RunId) -> None: ...

@@ -54,8 +54,9 @@ class AnswerQuestions:
             if resumed:
                 events = await RunEventStream.resume(uow, org_id, run.id, self._bus, self._clock)
                 recorded = [await events.record(uow, RunInProgress.of(run))]
-            # Resumed for a caller that goes on with it (AskAgent: no job), it is this process's from now on.
-            await uow.runs.save(run, hold=resumed and self._executor is None)
+            # Resumed, it is this process's from now on (it goes on here, or from its job's worker, or, without an
+            # executor, in the caller's task: AskAgent), not left to a process that may be gone.
+            await uow.runs.save(run, hold=resumed)
             # In worker mode, its job is queued with the answers.
             submitted = resumed and self._executor is not None and await uow.run_jobs.add(org_id, run.id)
             await uow.commit()

@@ -69,7 +69,7 @@ class SubmitToolResults:
             if going_on:
                 payloads.append(RunInProgress.of(run))
             recorded = [await events.record(uow, p) for p in payloads]
-            await uow.runs.save(run)
+            await uow.runs.save(run, hold=going_on)  # it goes on from this process (or its job's worker)
             submitted = going_on and await uow.run_jobs.add(org_id, run.id)  # worker mode: queued with the results
             await uow.commit()
         await events.publish(*recorded)

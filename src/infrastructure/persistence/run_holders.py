@@ -148,7 +148,7 @@ async def _forgot(connection: AsyncConnection, within: float) -> bool:
 
 
 async def _dropped(connection: AsyncConnection) -> None:
-    """A connection in doubt, given up without a word to its server."""
+    """A connection in doubt, given up (SQLAlchemy's invalidate: a close tried briefly, then the socket dropped)."""
     with contextlib.suppress(Exception):
         await connection.invalidate()
 
