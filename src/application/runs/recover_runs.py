@@ -1,7 +1,9 @@
 """Recovering runs at start-up (the in-process executor), and as workers go (worker mode)."""
 
+from collections.abc import Awaitable, Callable
+
 from application.ports.execution import RunEventBus, RunExecutor
-from application.ports.persistence import UnitOfWork
+from application.ports.persistence import ClaimedRun, UnitOfWork
 from application.ports.system import Clock
 from application.runs.events import store_lost_end
 from application.runs.recorder import SUB_AGENT_LOST
@@ -63,29 +65,35 @@ class RecoverRuns:
             last = stranded[-1].id
 
     async def _end_stranded(self, run: Run, silent_seconds: float) -> RunEvent | None:
-        async with self._uow as uow:
-            claimed = await uow.runs.claim_stranded(run, silent_seconds)  # whoever held it can no longer write it
-            if claimed is None:
-                return None  # taken, or heard from, since it was read
-            if claimed.run.parent_run_id is not None:
-                code, message = RunErrorCode.WORKER_LOST, SUB_AGENT_LOST
-            else:
-                code, message = RunErrorCode.INTERRUPTED, INTERRUPTED_MESSAGE
-            event = await store_lost_end(uow, claimed, code, message, self._bus, self._clock)
-            await uow.commit()
-        return event
+        def why(claimed: Run) -> tuple[str, str]:
+            if claimed.parent_run_id is not None:  # as the takeover of the run that delegated to it ends it
+                return RunErrorCode.WORKER_LOST, SUB_AGENT_LOST
+            return RunErrorCode.INTERRUPTED, INTERRUPTED_MESSAGE
+
+        # Claimed only if stranded still: taken, or heard from, since it was read, it is left alone.
+        return await self._end_lost(lambda uow: uow.runs.claim_stranded(run, silent_seconds), why)
 
     async def _interrupt(self, org_id: OrgId, run_id: RunId) -> RunEvent | None:
-        async with self._uow as uow:
-            claimed = await uow.runs.claim(org_id, run_id)  # whoever held it can no longer write it
-            if claimed is None:
-                return None
-            run = claimed.run
+        def why(claimed: Run) -> tuple[str, str] | None:
             # A sub-agent's run, even queued: only the run that delegated to it, in the process that stopped, waited
             # for its answer.
-            if not (run.status is RunStatus.IN_PROGRESS or run.asks_live or run.parent_run_id):
+            if not (claimed.status is RunStatus.IN_PROGRESS or claimed.asks_live or claimed.parent_run_id):
                 return None
-            interrupted = RunErrorCode.INTERRUPTED
-            event = await store_lost_end(uow, claimed, interrupted, INTERRUPTED_MESSAGE, self._bus, self._clock)
+            return RunErrorCode.INTERRUPTED, INTERRUPTED_MESSAGE
+
+        return await self._end_lost(lambda uow: uow.runs.claim(org_id, run_id), why)
+
+    async def _end_lost(
+        self,
+        claim: Callable[[UnitOfWork], Awaitable[ClaimedRun | None]],
+        why: Callable[[Run], tuple[str, str] | None],
+    ) -> RunEvent | None:
+        """The run claimed (whoever held it can no longer write it) and ended as its lost process left it, with the
+        error code and message `why` gives; None when it is not claimed, or `why` gives none (nothing committed)."""
+        async with self._uow as uow:
+            claimed = await claim(uow)
+            if claimed is None or (reason := why(claimed.run)) is None:
+                return None
+            event = await store_lost_end(uow, claimed, *reason, self._bus, self._clock)
             await uow.commit()
         return event

@@ -25,7 +25,8 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -83,15 +84,8 @@ async def heard_from(database_url: str, lost_seconds: float) -> AsyncIterator[No
     """While inside, worker mode's processes hear from this one every quarter of `lost_seconds`, on a connection of
     its own (one that does not answer within half of `lost_seconds` is dropped for another). When the database
     cannot be reached the process goes on all the same: its runs are judged only once it has been heard from."""
-    engine = create_async_engine(database_url, poolclass=NullPool)
-    beating = asyncio.create_task(_beat(engine, lost_seconds / 4), name="run-holder-heartbeat")
-    try:
+    async with _in_background(database_url, lambda engine: _beat(engine, lost_seconds / 4), "run-holder-heartbeat"):
         yield
-    finally:
-        beating.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await beating
-        await engine.dispose()
 
 
 async def _beat(engine: AsyncEngine, every: float) -> None:
@@ -168,16 +162,26 @@ async def holding_runs(database_url: str) -> AsyncIterator[None]:
     if make_url(database_url).get_backend_name() == "sqlite":
         yield
         return
-    engine = create_async_engine(database_url, poolclass=NullPool)
     locked = asyncio.Event()
-    holding = asyncio.create_task(_hold(engine, locked), name="run-holder-lock")
-    try:
+    async with _in_background(database_url, lambda engine: _hold(engine, locked), "run-holder-lock") as holding:
         await asyncio.wait({holding, asyncio.ensure_future(locked.wait())}, return_when=asyncio.FIRST_COMPLETED)
         yield
+
+
+@contextlib.asynccontextmanager
+async def _in_background(
+    database_url: str, keep: Callable[[AsyncEngine], Coroutine[Any, Any, None]], name: str
+) -> AsyncIterator["asyncio.Task[None]"]:
+    """`keep` runs in a task of its own while inside, on an engine of its own (no pool: its connections are its
+    own), cancelled on the way out."""
+    engine = create_async_engine(database_url, poolclass=NullPool)
+    task = asyncio.create_task(keep(engine), name=name)
+    try:
+        yield task
     finally:
-        holding.cancel()
+        task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await holding
+            await task
         await engine.dispose()
 
 
