@@ -26,7 +26,7 @@ from application.runs.follow_run import FollowRun
 from application.runs.queueing import Queued, queue_run
 from domain.ids import MessageId, OrgId, RunId
 from domain.run_events import MessageDelta, RunEvent, RunInProgress
-from domain.runs import Run, RunStatus
+from domain.runs import PendingToolCall, Run, RunStatus
 from infrastructure.container import Container
 from infrastructure.execution import job_queue, run_queue
 from infrastructure.execution.pg_event_bus import PostgresRunEventBus
@@ -455,6 +455,56 @@ async def test_a_run_going_on_after_its_clients_answers_waits_its_turn_for_a_slo
     assert cancelled == (True, True) and not cancelled_took_slot
     assert woken == (True, False)  # the run in progress is woken first: it is older
     assert not newest_admitted and resumed_admitted
+
+
+async def test_a_run_gives_its_slot_back_with_the_write_that_stops_it_and_its_jobs_end_wakes_the_oldest_waiting(
+    container: Container, settings: Settings
+) -> None:
+    """The organization's one slot: a run holding it keeps it through its writes while in progress, gives it back
+    with the write that stores it waiting for its client (nothing else written: the next run is admitted), takes it
+    again, and gives it back with its end; its job's end (the release) then wakes the oldest waiting run only."""
+    runs = await _three_runs_one_slot(container)
+    org_id, (holding, older, newest) = runs[0].org_id, runs
+    admission = RunAdmission(container.database(), default_limit=10)
+    queue = f"test-{uuid.uuid4().hex[:8]}"  # no worker takes these jobs
+    now = datetime.now(UTC)
+
+    async def stored(change: Callable[[Run], None]) -> None:
+        async with as_port(container.uow()) as uow:
+            run = await uow.runs.get(org_id, holding.id)
+            assert run is not None
+            change(run)
+            await uow.runs.save(run)
+            await uow.commit()
+
+    def waiting_for_its_client(run: Run) -> None:
+        run.require_action((PendingToolCall(id="c1", name="ask", arguments={}, type="client"),), now)
+
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        await _waiting_in_line(app, queue, runs)
+        taken = app.connector.execute_query_all_async
+        try:
+            assert (await admission.admit(org_id, holding.id)).admitted
+            await stored(lambda run: run.start(now))
+            kept = not (await admission.admit(org_id, older.id)).admitted
+            await stored(waiting_for_its_client)
+            [row] = await taken("SELECT admitted_at FROM runs WHERE id = %(run)s", run=str(holding.id))
+            given_back_waiting = row["admitted_at"] is None
+            await app.connector.execute_query_async(
+                "UPDATE runs SET status = 'in_progress' WHERE id = %(run)s", run=holding.id
+            )
+            assert (await admission.admit(org_id, holding.id)).admitted  # resumed: its slot again
+            await stored(lambda run: run.complete(now))
+            ended_unwoken = (await _due(app, older), await _due(app, newest))
+            await admission.release(holding.id)
+            woken = (await _due(app, older), await _due(app, newest))
+            older_admitted = (await admission.admit(org_id, older.id)).admitted
+        finally:
+            await _left_behind(container, app, *runs)
+    assert kept and given_back_waiting
+    assert ended_unwoken == (False, False)
+    assert woken == (True, False)  # the older waiting run's job is due now; the newer one's still later
+    assert older_admitted
 
 
 class _CancelledMeanwhile(RunAdmission):

@@ -2,7 +2,8 @@
 organization's limit hold a slot, counted in the database so the limit holds for the whole deployment.
 
 A run holds a slot from its admission (`runs.admitted_at`) until it stops executing: it ends, or waits for
-its client's tool results (the slot is given back then, and taken again when it resumes). Admissions of one
+its client's tool results (the slot is given back then, by the write that stores it so, and taken again when it
+resumes). Admissions of one
 organization are serialized by a lock on its row, so two workers never both take the last slot. A run handed
 back or taken over after a lost worker keeps its slot.
 
@@ -51,18 +52,31 @@ _WAITING_JOBS = (
     "runs r JOIN procrastinate_jobs j ON j.queueing_lock = CAST(r.id AS text) AND j.status = 'todo'"
     f" WHERE r.org_id = :org AND {_WAITING_RUN}"
 )
-_RELEASE = text(
-    "UPDATE runs SET admitted_at = NULL WHERE id = :run AND status NOT IN ('queued', 'in_progress') RETURNING org_id"
-)
-# Whether a waiting run sleeps until a slot is given back: refused, its job due later. (A job just queued is due
-# already, and its workers were told: there is nothing to wake.) Asked as each run ends: it starts from the
-# organization's run jobs due later (indexed by organization and time: migration 0022), not from its waiting runs
-# (all of a burst's); a run's id is read from a run job's arguments only (another task's job has none).
-_ANY_SLEEPING = text(
-    "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs j"
-    f" JOIN runs r ON r.id = CASE WHEN j.task_name = '{TASK}' THEN CAST(j.args ->> 'run_id' AS uuid) END"
-    f" WHERE j.status = 'todo' AND j.args ->> 'org_id' = :org_key AND j.scheduled_at > now() AND j.task_name = '{TASK}'"
-    f" AND r.org_id = :org AND {_WAITING_RUN})"
+_RELEASE = text("UPDATE runs SET admitted_at = NULL WHERE id = :run AND status NOT IN ('queued', 'in_progress')")
+
+
+# Whether a waiting run of the organization `org` (an SQL expression: its id) sleeps until a slot is given back:
+# refused, its job due later. (A job just queued is due already, and its workers were told: there is nothing to
+# wake.) Asked as each run ends: it starts from the organization's run jobs due later (indexed by organization and
+# time: migration 0022; `args ->> 'org_id'` is the id as run_job_args writes it), not from its waiting runs (all of
+# a burst's); a run's id is read from a run job's arguments only (another task's job has none).
+def _sleeping(org: str) -> str:
+    return (
+        "EXISTS (SELECT 1 FROM procrastinate_jobs j"
+        f" JOIN runs r ON r.id = CASE WHEN j.task_name = '{TASK}' THEN CAST(j.args ->> 'run_id' AS uuid) END"
+        f" WHERE j.status = 'todo' AND j.args ->> 'org_id' = CAST({org} AS text) AND j.scheduled_at > now()"
+        f" AND j.task_name = '{TASK}' AND r.org_id = {org} AND {_WAITING_RUN})"
+    )
+
+
+_ANY_SLEEPING = text(f"SELECT {_sleeping('CAST(:org AS uuid)')}")
+# A run that no longer executes, whether it still holds its slot (its last write gives it back: SqlRunRepository.save;
+# not so a run ended by an earlier version), and whether runs of its organization sleep: one round trip as a run's
+# job ends. Asked after that last write committed, so a run refused before it and queued again after this question
+# wakes itself (see WorkerRuns), and sees the slot free.
+_STOPPED = text(
+    f"SELECT e.org_id, e.admitted_at IS NOT NULL AS holding, {_sleeping('e.org_id')} AS sleeping"
+    " FROM runs e WHERE e.id = :run AND e.status NOT IN ('queued', 'in_progress')"
 )
 # The oldest waiting runs' jobs.
 _WAITING = text(f"SELECT j.id FROM {_WAITING_JOBS} ORDER BY r.created_at, r.id LIMIT :count")
@@ -102,19 +116,20 @@ class RunAdmission:
         return Admission(admitted=row.admitted, request_id=row.request_id)
 
     async def release(self, run_id: RunId) -> None:
-        """Give the run's slot back unless it still executes (it ended, or waits for its client); the oldest
-        run of its organization waiting for a slot is woken."""
+        """Give the run's slot back unless it still executes (it ended, or waits for its client: its last write gave
+        it back already); the oldest run of its organization waiting for a slot is woken."""
         with translating():
             async with self._autocommit.connect() as conn:
-                released = (await conn.execute(_RELEASE, {"run": run_id})).first()
-                if released is None:
+                stopped = (await conn.execute(_STOPPED, {"run": run_id})).first()
+                if stopped is None:
                     return
-                # Asked once the slot given back is committed: a run refused before that and queued again after
-                # this question wakes itself (see WorkerRuns), and sees the slot free.
-                sleeping = {"org": released.org_id, "org_key": str(released.org_id)}  # as run_job_args writes it
-                if not (await conn.execute(_ANY_SLEEPING, sleeping)).scalar_one():
-                    return
-        await self.wake(OrgId(released.org_id))
+                sleeping = stopped.sleeping
+                if stopped.holding:
+                    await conn.execute(_RELEASE, {"run": run_id})
+                    # Asked again once the slot given back is committed (as _STOPPED is after the last write).
+                    sleeping = (await conn.execute(_ANY_SLEEPING, {"org": stopped.org_id})).scalar_one()
+        if sleeping:
+            await self.wake(OrgId(stopped.org_id))
 
     async def wake(self, org_id: OrgId) -> None:
         """Wake as many of the organization's waiting runs as it has free slots (after a run was refused, in

@@ -98,10 +98,10 @@ def _written(prepared: Prepared, keys: tuple[str, ...], prefix: str, gate: Colum
             raise ValueError(f"a write kept for later takes every value from its parameters: {statement}")
         return bindparam(prefix + element.key, type_=element.type)
 
-    update = cast(Update, replacement_traverse(statement, {}, renamed))  # type: ignore[call-overload]
-    values = {key: bindparam(prefix + key, type_=columns[key].type) for key in keys if key not in own}
-    if values:
-        update = update.values(**values)
+    values = {key: bindparam(key, type_=columns[key].type) for key in keys if key not in own}
+    # The values set, then every parameter renamed (a traversed statement takes no more values).
+    written = cast(Update, statement).values(**values) if values else statement
+    update = cast(Update, replacement_traverse(written, {}, renamed))  # type: ignore[call-overload]
     return update if gate is None else update.where(gate)
 
 

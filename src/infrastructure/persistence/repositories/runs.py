@@ -3,7 +3,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Text, and_, bindparam, cast, false, func, insert, or_, select, update
+from sqlalchemy import Boolean, Text, and_, bindparam, case, cast, false, func, insert, null, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from application.errors import CancelRequested, LeaseLost
@@ -185,7 +185,12 @@ def _values(run: Run) -> dict[str, Any]:
 _WHERE = (runs.c.org_id == bindparam("p_org"), runs.c.id == bindparam("p_id"))
 _GET = Prepared(select(runs).where(*_WHERE))
 _GET_FOR_UPDATE = Prepared(select(runs).where(*_WHERE).with_for_update())
-_SAVE = Prepared(update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease")))
+# A run that stops executing (it ends, or waits for its client) gives its organization's slot back with the write
+# that stops it (worker mode's admission: limits/admission.py; in-process runs never hold one).
+_SLOT = {"admitted_at": case((bindparam("p_executing", type_=Boolean), runs.c.admitted_at), else_=null())}
+_EXECUTING = frozenset({RunStatus.QUEUED, RunStatus.IN_PROGRESS})
+"""The statuses of a run that keeps its slot (tables.HOLDING_SLOT)."""
+_SAVE = Prepared(update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease")).values(_SLOT))
 _LAST_SEQ_OF_RUN = select(func.max(run_events.c.seq)).where(run_events.c.run_id == runs.c.id).scalar_subquery()
 _CLAIM = Prepared(
     update(runs)
@@ -195,7 +200,7 @@ _CLAIM = Prepared(
 )
 _INSERT = Prepared(insert(runs))
 _SAVE_UNLESS_CANCEL = Prepared(
-    update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease"), runs.c.cancel_requested == false())
+    update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease"), runs.c.cancel_requested == false()).values(_SLOT)
 )
 _HOLD = Prepared(select(runs.c.lease, runs.c.cancel_requested).where(*_WHERE))
 _ACTIVE_IN_THREAD = Prepared(  # read as a run is created: the statuses compared one by one (an IN would expand)
@@ -364,7 +369,13 @@ class SqlRunRepository:
             raise CancelRequested(f"a cancel of run {run.id} was requested")
 
         guarded = _SAVE_UNLESS_CANCEL if unless_cancel_requested else _SAVE
-        parameters = {"p_org": run.org_id, "p_id": run.id, "p_lease": run.lease, **_values(run)}
+        parameters = {
+            "p_org": run.org_id,
+            "p_id": run.id,
+            "p_lease": run.lease,
+            "p_executing": run.status in _EXECUTING,
+            **_values(run),
+        }
         if hold:
             parameters["holder"] = PROCESS_KEY
         await self._conn.guard(guarded, parameters, why_refused)
