@@ -170,6 +170,14 @@ class RunModelFailed(RunNotCompleted):
     kept failing or refused the request: the fault is upstream of this server, not in it."""
 
 
+class RunCancelledBeforeAnswering(RunNotCompleted):
+    """A client waited for a run's answer, and the run was cancelled first (a cancel request, over the runs API or
+    the console): the request clashed with that, nothing failed."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, "cancelled")
+
+
 class RunWaitsForAnswers(RunNotCompleted):
     """A client waited for a run's answer, and the run waits for the user's answers to its tools' servers'
     questions instead, which that client's API cannot carry (the run is answered through the run API)."""

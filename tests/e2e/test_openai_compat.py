@@ -14,6 +14,7 @@ from openai import (
     AsyncOpenAI,
     AuthenticationError,
     BadRequestError,
+    ConflictError,
     InternalServerError,
     NotFoundError,
     OpenAI,
@@ -383,6 +384,27 @@ async def test_a_streamed_chat_completion_ends_with_an_error_when_its_run_is_can
         lines = [line async for line in stream.aiter_lines() if line.startswith("data: ")]
     assert json.loads(lines[-2].removeprefix("data: "))["error"]["code"] == "cancelled"
     assert lines[-1] == "data: [DONE]"
+    await held.abandoned.wait()
+
+
+async def test_a_chat_completion_whose_run_is_cancelled_is_a_conflict_the_sdk_does_not_retry(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, live_url: str
+) -> None:
+    await _agent(client, tenant, "support")
+    held = openai.hold()
+    async with AsyncOpenAI(base_url=f"{live_url}/v1", api_key=_key(tenant), max_retries=2) as sdk:
+        asked = asyncio.ensure_future(
+            sdk.chat.completions.create(model="support", messages=[{"role": "user", "content": "Take your time"}])
+        )
+        await held.received.wait()
+        [run] = (await client.get("/v1/runs", headers=tenant.admin)).json()["data"]
+        assert (await client.post(f"/v1/runs/{run['id']}/cancel", headers=tenant.admin)).status_code == 200
+        with pytest.raises(ConflictError) as raised:
+            await asked
+    assert raised.value.status_code == 409  # someone cancelled it: not a failure of this server
+    assert isinstance(raised.value.body, dict) and raised.value.body["code"] == "cancelled"
+    runs = (await client.get("/v1/runs", headers=tenant.admin)).json()["data"]
+    assert [r["status"] for r in runs] == ["cancelled"]  # one run: the SDK did not ask again
     await held.abandoned.wait()
 
 

@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from application.errors import (
+    ModelError,
     ModelNotConfigured,
     ModelRequestRejected,
     ModelUnavailable,
+    RunCancelledBeforeAnswering,
     RunModelFailed,
     RunModelNotConfigured,
     RunNotCompleted,
@@ -38,6 +40,7 @@ KEEP_ALIVE = ": keep-alive\n\n"
 STOPPED = "the server is stopping; the run goes on: follow it at /v1/runs/{run_id}/events"
 _FAILED_AS: dict[str, type[RunNotCompleted]] = {
     ModelNotConfigured.code: RunModelNotConfigured,
+    ModelError.code: RunModelFailed,
     ModelUnavailable.code: RunModelFailed,
     ModelRequestRejected.code: RunModelFailed,
 }
@@ -100,7 +103,7 @@ class Outcome:
             case RunFailed(error=error):
                 raise _FAILED_AS.get(error.code, RunNotCompleted)(f"the run failed: {error.message}", error.code)
             case RunCancelled():
-                raise RunNotCompleted("the run was cancelled", "cancelled")
+                raise RunCancelledBeforeAnswering("the run was cancelled before it answered")
             case RunRequiresAction(required_action=(), questions=questions) if questions:
                 raise RunWaitsForAnswers(
                     "the run waits for the user's answers to questions of its tools' servers, which this API cannot "

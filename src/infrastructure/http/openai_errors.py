@@ -130,10 +130,12 @@ RUN_FAILURES = _documented(
     {
         400: f"{_INVALID_JSON}; model_not_configured: the agent's model has no provider on this server (the run"
         " failed at once: give the agent another model)",
-        500: "the run failed or was cancelled for another reason (code: the run's error code, or `cancelled`), or"
-        " an unexpected error",
-        502: "model_unavailable / model_request_rejected: the run failed because the agent's model provider could"
-        " not be reached in time, kept failing or refused the request (the message says which)",
+        409: "cancelled: the run was cancelled (POST /v1/runs/{id}/cancel) before it answered",
+        500: "the run failed for another reason (code: the run's error code: max_steps_exceeded, interrupted,"
+        " worker_lost...), or an unexpected error",
+        502: "model_unavailable / model_request_rejected / model_error: the run failed because the agent's model"
+        " provider could not be reached in time, kept failing, refused the request or answered what is not an"
+        " answer (the message says which)",
     }
 )
 """What a route that answers with its run's answer adds (Chat Completions; a streamed answer has begun with 200
