@@ -24,6 +24,7 @@ from application.errors import LeaseLost, StorageUnavailable
 from application.runs.events import RunEventStream
 from application.runs.follow_run import FollowRun
 from application.runs.queueing import Queued, queue_run
+from domain.elicitation import Elicitation
 from domain.ids import MessageId, OrgId, RunId
 from domain.run_events import MessageDelta, RunEvent, RunInProgress
 from domain.runs import PendingToolCall, Run, RunStatus
@@ -457,54 +458,59 @@ async def test_a_run_going_on_after_its_clients_answers_waits_its_turn_for_a_slo
     assert not newest_admitted and resumed_admitted
 
 
-async def test_a_run_gives_its_slot_back_with_the_write_that_stops_it_and_its_jobs_end_wakes_the_oldest_waiting(
+async def test_a_run_keeps_its_slot_while_it_executes_and_gives_it_back_with_the_write_that_stops_it(
     container: Container, settings: Settings
 ) -> None:
-    """The organization's one slot: a run holding it keeps it through its writes while in progress, gives it back
-    with the write that stores it waiting for its client (nothing else written: the next run is admitted), takes it
-    again, and gives it back with its end; its job's end (the release) then wakes the oldest waiting run only."""
+    """The organization's one slot, held by a run: kept through its writes in progress, and through a question asked
+    in its open tool call (the call waits for the answer in the run's process, and goes on); given back by the write
+    that stores it waiting for its client's tools (the oldest waiting run is admitted at once, nothing else written).
+    That run's end gives it back too, and its job's end (the release) wakes the oldest waiting run only."""
     runs = await _three_runs_one_slot(container)
     org_id, (holding, older, newest) = runs[0].org_id, runs
     admission = RunAdmission(container.database(), default_limit=10)
     queue = f"test-{uuid.uuid4().hex[:8]}"  # no worker takes these jobs
     now = datetime.now(UTC)
+    question = Elicitation.asked(
+        tool_call_id="call_1", tool_name="plan", key="party", message="How many?", requested_schema={}, live=True
+    )
 
-    async def stored(change: Callable[[Run], None]) -> None:
+    async def stored(run_id: RunId, change: Callable[[Run], None]) -> None:
         async with as_port(container.uow()) as uow:
-            run = await uow.runs.get(org_id, holding.id)
+            run = await uow.runs.get(org_id, run_id)
             assert run is not None
             change(run)
             await uow.runs.save(run)
             await uow.commit()
+
+    async def refused(run: Run) -> bool:
+        return not (await admission.admit(org_id, run.id)).admitted
 
     def waiting_for_its_client(run: Run) -> None:
         run.require_action((PendingToolCall(id="c1", name="ask", arguments={}, type="client"),), now)
 
     async with job_queue.opened(settings.database_url, 2, 4) as app:
         await _waiting_in_line(app, queue, runs)
-        taken = app.connector.execute_query_all_async
         try:
             assert (await admission.admit(org_id, holding.id)).admitted
-            await stored(lambda run: run.start(now))
-            kept = not (await admission.admit(org_id, older.id)).admitted
-            await stored(waiting_for_its_client)
-            [row] = await taken("SELECT admitted_at FROM runs WHERE id = %(run)s", run=str(holding.id))
-            given_back_waiting = row["admitted_at"] is None
-            await app.connector.execute_query_async(
-                "UPDATE runs SET status = 'in_progress' WHERE id = %(run)s", run=holding.id
-            )
-            assert (await admission.admit(org_id, holding.id)).admitted  # resumed: its slot again
-            await stored(lambda run: run.complete(now))
-            ended_unwoken = (await _due(app, older), await _due(app, newest))
-            await admission.release(holding.id)
-            woken = (await _due(app, older), await _due(app, newest))
-            older_admitted = (await admission.admit(org_id, older.id)).admitted
+            await stored(holding.id, lambda run: run.start(now))
+            kept = [await refused(older)]
+            await stored(holding.id, lambda run: run.ask_live(question, now))
+            await stored(holding.id, lambda run: run.took_answer(question.id, now))
+            kept.append(await refused(older))
+            await stored(holding.id, waiting_for_its_client)
+            given_back = not await refused(older)
+            await stored(older.id, lambda run: run.start(now))
+            await stored(older.id, lambda run: run.complete(now))
+            ended_unwoken = await _due(app, newest)
+            await admission.release(older.id)
+            woken = await _due(app, newest)
+            newest_admitted = not await refused(newest)
         finally:
             await _left_behind(container, app, *runs)
-    assert kept and given_back_waiting
-    assert ended_unwoken == (False, False)
-    assert woken == (True, False)  # the older waiting run's job is due now; the newer one's still later
-    assert older_admitted
+    assert kept == [True, True]  # in progress; and again once its open call had its answer
+    assert given_back
+    assert not ended_unwoken and woken  # its job due now, woken by the ended run's release
+    assert newest_admitted
 
 
 class _CancelledMeanwhile(RunAdmission):

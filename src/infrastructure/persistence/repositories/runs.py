@@ -186,7 +186,8 @@ _WHERE = (runs.c.org_id == bindparam("p_org"), runs.c.id == bindparam("p_id"))
 _GET = Prepared(select(runs).where(*_WHERE))
 _GET_FOR_UPDATE = Prepared(select(runs).where(*_WHERE).with_for_update())
 # A run that stops executing (it ends, or waits for its client) gives its organization's slot back with the write
-# that stops it (worker mode's admission: limits/admission.py; in-process runs never hold one).
+# that stops it (worker mode's admission: limits/admission.py; in-process runs never hold one). A run waiting for its
+# user's answer to a question asked in an open tool call still executes (the call waits in its process).
 _SLOT = {"admitted_at": case((bindparam("p_executing", type_=Boolean), runs.c.admitted_at), else_=null())}
 _EXECUTING = frozenset({RunStatus.QUEUED, RunStatus.IN_PROGRESS})
 """The statuses of a run that keeps its slot (tables.HOLDING_SLOT)."""
@@ -373,7 +374,7 @@ class SqlRunRepository:
             "p_org": run.org_id,
             "p_id": run.id,
             "p_lease": run.lease,
-            "p_executing": run.status in _EXECUTING,
+            "p_executing": run.status in _EXECUTING or (run.status is RunStatus.REQUIRES_ACTION and run.asks_live),
             **_values(run),
         }
         if hold:
