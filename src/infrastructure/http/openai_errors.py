@@ -112,13 +112,16 @@ def _documented(descriptions: dict[int, str]) -> dict[int | str, dict[str, Any]]
 
 
 _INVALID_JSON = "invalid_json: the request body is not valid JSON"
+_CLASHES = (
+    "thread_busy / run_not_waiting / idempotency_key_reused: the request clashes with a run's state;"
+    " requires_answers: the run waits for answers this API cannot carry (POST /v1/runs/{id}/answers)"
+)
 OPENAI_ERRORS = _documented(
     {
         400: _INVALID_JSON,
         401: "invalid_api_key: no valid API key (Bearer)",
         404: "model_not_found: no agent of the organization has that slug (or a run named is not found)",
-        409: "thread_busy / run_not_waiting / idempotency_key_reused: the request clashes with a run's state;"
-        " requires_answers: the run waits for answers this API cannot carry (POST /v1/runs/{id}/answers)",
+        409: _CLASHES,
         413: "the request body is larger than the server accepts",
         422: "validation_error / invalid_value: the body is not a valid request",
         500: "an unexpected error (it is logged)",
@@ -130,7 +133,7 @@ RUN_FAILURES = _documented(
     {
         400: f"{_INVALID_JSON}; model_not_configured: the agent's model has no provider on this server (the run"
         " failed at once: give the agent another model)",
-        409: "cancelled: the run was cancelled (POST /v1/runs/{id}/cancel) before it answered",
+        409: f"{_CLASHES}; cancelled: the run was cancelled (POST /v1/runs/{{id}}/cancel) before it answered",
         500: "the run failed for another reason (code: the run's error code: max_steps_exceeded, interrupted,"
         " worker_lost...), or an unexpected error",
         502: "model_unavailable / model_request_rejected / model_error: the run failed because the agent's model"
