@@ -495,6 +495,7 @@ async def test_a_run_keeps_its_slot_while_it_executes_and_gives_it_back_with_the
             await stored(holding.id, lambda run: run.start(now))
             kept = [await refused(older)]
             await stored(holding.id, lambda run: run.ask_live(question, now))
+            kept.append(await refused(older))
             await stored(holding.id, lambda run: run.took_answer(question.id, now))
             kept.append(await refused(older))
             await stored(holding.id, waiting_for_its_client)
@@ -507,7 +508,7 @@ async def test_a_run_keeps_its_slot_while_it_executes_and_gives_it_back_with_the
             newest_admitted = not await refused(newest)
         finally:
             await _left_behind(container, app, *runs)
-    assert kept == [True, True]  # in progress; and again once its open call had its answer
+    assert kept == [True, True, True]  # in progress; its open call waiting for the answer; going on with it
     assert given_back
     assert not ended_unwoken and woken  # its job due now, woken by the ended run's release
     assert newest_admitted

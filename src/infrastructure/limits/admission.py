@@ -3,7 +3,8 @@ organization's limit hold a slot, counted in the database so the limit holds for
 
 A run holds a slot from its admission (`runs.admitted_at`) until it stops executing: it ends, or waits for
 its client's tool results (the slot is given back then, by the write that stores it so, and taken again when it
-resumes). Admissions of one
+resumes). A run whose open tool call waits for its user's answer still executes (the call goes on in its worker with
+the answer): it keeps its slot, and counts. Admissions of one
 organization are serialized by a lock on its row, so two workers never both take the last slot. A run handed
 back or taken over after a lost worker keeps its slot.
 
