@@ -7,7 +7,8 @@ but the admission counted only queued and in-progress runs: while the question w
 organization was let in, and once answered the run went on over the organization's limit. A run waiting for its
 client holds no slot now (`admitted_at` is cleared by the write that stores it so), so the slots held are the runs
 admitted and not ended. The index of the slots held and `threadline_admit_run`'s count change accordingly (the
-downgrade restores them as 0024 left them). See infrastructure/limits/admission.py.
+downgrade restores them as 0024 left them), and a run waiting for its client that an earlier version left holding a
+slot gives it back. See infrastructure/limits/admission.py.
 
 Revision ID: 0026
 Revises: 0025
@@ -60,10 +61,19 @@ def _reindex(predicate: str) -> None:
     op.create_index(HOLDING, "runs", ["org_id"], postgresql_where=where, sqlite_where=where)
 
 
+# A run that waits for its client (no question open in a call) gives its slot back now: one that an earlier version
+# left holding it (its release failed) would count from now on.
+GIVE_BACK = (
+    "UPDATE runs SET admitted_at = NULL WHERE status = 'requires_action' AND admitted_at IS NOT NULL"
+    " AND NOT awaiting_input @> '[{\"live\": true}]'::jsonb"
+)
+
+
 def upgrade() -> None:
     _reindex(HOLDING_AFTER)
     if op.get_bind().dialect.name == "postgresql":  # worker mode is PostgreSQL's only
         op.execute(_as_0024().replace(COUNT_BEFORE, COUNT_AFTER))
+        op.execute(GIVE_BACK)
 
 
 def downgrade() -> None:

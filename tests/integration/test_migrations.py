@@ -14,7 +14,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from domain.runs import Run
+from domain.elicitation import Elicitation
+from domain.runs import PendingToolCall, Run
 from infrastructure.persistence import migrations
 from infrastructure.persistence.engine import Database
 from infrastructure.persistence.tables import metadata
@@ -22,7 +23,7 @@ from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from tests import builders
 from tests.builders import NOW
 from tests.conftest import as_port
-from tests.databases import fresh_database
+from tests.databases import backend, fresh_database
 
 T = TypeVar("T")
 Schema = dict[str, dict[str, Any]]
@@ -194,15 +195,17 @@ def test_downgrading_to_base_leaves_no_table(tmp_path: Path) -> None:
 
 
 def _saved(url: str, *runs: Run, org: Any = None, agent: Any = None, thread: Any = None) -> None:
-    """The runs written, after the organization, agent and thread given (new ones), or saved again."""
+    """The runs written, after the organization, agent and thread given (new ones), or saved again (no thread)."""
 
     async def work() -> None:
         database = Database(url)
         try:
             async with as_port(SqlAlchemyUnitOfWork(database)) as uow:
-                if thread is not None:
+                if org is not None:
                     await uow.organizations.add(org)
+                if agent is not None:
                     await uow.agents.add(agent)
+                if thread is not None:
                     await uow.threads.add(thread)
                 for run in runs:
                     await (uow.runs.add(run) if thread is not None else uow.runs.save(run))
@@ -234,3 +237,41 @@ def test_a_database_with_two_unfinished_runs_in_a_thread_is_not_upgraded_past_th
         _saved(url, first)
         migrations.upgrade(url)
         assert _on(url, _current) == migrations.head_revisions()
+
+
+@pytest.mark.skipif(backend() != "postgresql", reason="worker mode's slots (its admission) are PostgreSQL's only")
+def test_a_run_left_holding_a_slot_as_it_waits_for_its_client_gives_it_back_and_one_asking_its_user_keeps_it(
+    tmp_path: Path,
+) -> None:
+    """Revision 0026 counts every admitted run that has not ended as holding a slot: a run an earlier version left
+    holding one while it waits for its client's tool results (its release failed) would count from then on, and
+    gives it back; a run whose open call asks its user still executes, and keeps it."""
+    with fresh_database(tmp_path) as url:
+        migrations.upgrade(url, "0025")
+        org = builders.organization()
+        agent = builders.agent(org.id)
+        threads = [builders.thread(org.id, agent_id=agent.id) for _ in range(2)]
+        waiting, asking = (builders.run(org.id, thread.id, agent.id) for thread in threads)
+        for run in (waiting, asking):
+            run.start(NOW)
+        waiting.require_action((PendingToolCall(id="c1", name="ask", arguments={}, type="client"),), NOW)
+        question = Elicitation.asked(
+            tool_call_id="c2", tool_name="plan", key="party", message="How many?", requested_schema={}, live=True
+        )
+        asking.ask_live(question, NOW)
+        _saved(url, waiting, org=org, agent=agent, thread=threads[0])
+        _saved(url, asking, thread=threads[1])
+        _on(url, _admitted)  # as an earlier version's admission left them
+        migrations.upgrade(url)
+        held = _on(url, _slots_held)
+    assert held == {waiting.id: False, asking.id: True}
+
+
+def _admitted(connection: Connection) -> None:
+    connection.execute(text("UPDATE runs SET admitted_at = now()"))
+    connection.commit()
+
+
+def _slots_held(connection: Connection) -> dict[Any, bool]:
+    rows = connection.execute(text("SELECT id, admitted_at IS NOT NULL AS held FROM runs")).all()
+    return {row.id: row.held for row in rows}
