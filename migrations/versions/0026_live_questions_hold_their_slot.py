@@ -8,7 +8,9 @@ organization was let in, and once answered the run went on over the organization
 client holds no slot now (`admitted_at` is cleared by the write that stores it so), so the slots held are the runs
 admitted and not ended. The index of the slots held and `threadline_admit_run`'s count change accordingly (the
 downgrade restores them as 0024 left them), and a run waiting for its client that an earlier version left holding a
-slot gives it back. See infrastructure/limits/admission.py.
+slot gives it back. Processes of an earlier version still running after this upgrade give such a slot back only
+as the run's job ends (a release that fails leaves it counted until the run goes on): upgrade the workers with the
+database. See infrastructure/limits/admission.py.
 
 Revision ID: 0026
 Revises: 0025

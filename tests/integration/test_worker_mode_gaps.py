@@ -495,6 +495,7 @@ async def test_a_run_keeps_its_slot_while_it_executes_and_gives_it_back_with_the
             await stored(holding.id, lambda run: run.start(now))
             kept = [await refused(older)]
             await stored(holding.id, lambda run: run.ask_live(question, now))
+            await admission.release(holding.id)  # as a job of the run that lost it would as it ends: nothing
             kept.append(await refused(older))
             await stored(holding.id, lambda run: run.took_answer(question.id, now))
             kept.append(await refused(older))
@@ -560,12 +561,25 @@ async def test_a_run_refused_a_slot_as_its_cancel_is_stored_has_its_job_made_due
     assert due
 
 
+@pytest.mark.parametrize("left", ["in_progress", "asking_its_user"])
 async def test_a_run_cut_by_its_cancel_before_it_could_record_it_gets_a_job_that_ends_it(
-    container: Container, settings: Settings
+    container: Container, settings: Settings, left: str
 ) -> None:
     """A user's cancel aborts the run's job as the run is being taken, before it can record its end: a job of its
-    own, due at once, ends it (else it would stay in progress, its thread busy, with no job)."""
+    own, due at once, ends it (else it would stay in progress, or asking its user in a call that is gone, its thread
+    busy, with no job)."""
     _thread, run = await queued_run(container)
+    if left == "asking_its_user":
+        async with as_port(container.uow()) as uow:
+            asking = await uow.runs.get(run.org_id, run.id)
+            assert asking is not None
+            asking.start(datetime.now(UTC))
+            question = Elicitation.asked(
+                tool_call_id="c1", tool_name="plan", key="party", message="How many?", requested_schema={}, live=True
+            )
+            asking.ask_live(question, datetime.now(UTC))
+            await uow.runs.save(asking)
+            await uow.commit()
     taken = asyncio.Event()
 
     async def cut(org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False) -> None:
@@ -574,7 +588,12 @@ async def test_a_run_cut_by_its_cancel_before_it_could_record_it_gets_a_job_that
 
     async with job_queue.opened(settings.database_url, 2, 4) as app:
         sql = app.connector.execute_query_async
-        await sql("UPDATE runs SET status = 'in_progress', cancel_requested = true WHERE id = %(run)s", run=str(run.id))
+        status = "in_progress" if left == "in_progress" else "requires_action"
+        await sql(
+            "UPDATE runs SET status = %(status)s, cancel_requested = true WHERE id = %(run)s",
+            status=status,
+            run=str(run.id),
+        )
         job = Job(id=1, queue=run_queue.QUEUE, lock=str(run.id), queueing_lock=str(run.id), task_name=run_queue.TASK)
         context: Any = SimpleNamespace(app=app, job=job, abort_reason=lambda: None)
         executing = asyncio.create_task(job_queue.WorkerRuns(cut).execute(context, run.org_id, run.id))

@@ -315,7 +315,7 @@ class WorkerRuns:
             try:
                 await self._executed(context, org_id, run_id)
             finally:
-                if self._admission is not None:  # the slot is kept while the run is still queued or in progress
+                if self._admission is not None:  # the slot is kept while the run still executes
                     await self._quietly("a run's slot could not be given back", self._admission.release(run_id))
         except StorageUnavailable as error:
             logger.warning("a run could not start or go on: %s; its job is tried again shortly", error.detail)
@@ -360,8 +360,8 @@ class WorkerRuns:
 
     @staticmethod
     async def _quietly(what: str, step: Coroutine[object, None, None]) -> None:
-        """A slot not given back, or waiting runs not woken, for an outage: nothing is lost (only runs queued or
-        in progress hold a slot), and the runs waiting look again within ADMISSION_RETRY_SECONDS."""
+        """A slot not given back, or waiting runs not woken, for an outage: nothing is lost (a run gives its slot
+        back with the write that stops it), and the runs waiting look again within ADMISSION_RETRY_SECONDS."""
         try:
             await step
         except StorageUnavailable as error:
@@ -415,7 +415,12 @@ async def _abort_requested(context: JobContext) -> bool:
     return bool(rows and rows[0]["abort_requested"])
 
 
-_UNFINISHED = "SELECT 1 FROM runs WHERE id = %(run)s::uuid AND status IN ('queued', 'in_progress')"
+_UNFINISHED = (
+    "SELECT 1 FROM runs WHERE id = %(run)s::uuid AND (status IN ('queued', 'in_progress')"
+    """ OR status = 'requires_action' AND awaiting_input @> '[{"live": true}]')"""
+)
+"""A run that has not ended and is not waiting for its client: queued, in progress, or asking its user in an open
+tool call (its worker gone, the next taker ends it)."""
 
 
 async def _unless_ended(context: JobContext, org_id: OrgId, run_id: RunId) -> None:

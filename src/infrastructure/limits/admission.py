@@ -6,7 +6,8 @@ its client's tool results (the slot is given back then, by the write that stores
 resumes). A run whose open tool call waits for its user's answer still executes (the call goes on in its worker with
 the answer): it keeps its slot, and counts. Admissions of one
 organization are serialized by a lock on its row, so two workers never both take the last slot. A run handed
-back or taken over after a lost worker keeps its slot.
+back or taken over after a lost worker keeps its slot (one whose open call asked its user ends when it is taken
+again: the call is gone).
 
 Runs that wait for a slot take their turns first come, first served: a run is refused while older runs of its
 organization wait for the free slots (those are woken instead), and a slot given back wakes the oldest waiting
@@ -41,8 +42,8 @@ _LIMIT = text("SELECT max_concurrent_runs FROM organizations WHERE id = :org FOR
 _ADMIT_RUN = text("SELECT admitted, request_id FROM threadline_admit_run(:org, :run, :default_limit)")
 # The slots held, the waiting runs and their wake below are also written in threadline_admit_run (migration 0019,
 # changed by 0021 and 0024: the admission's side, in SQL): a change to one is made to the other (in a new migration).
-# The slots held in the organization: its runs admitted and queued or in progress (the predicate of their index,
-# which the query must imply for the index to serve it).
+# The slots held in the organization: its runs admitted and not ended (tables.HOLDING_SLOT, the predicate of their
+# index, which the query must imply for the index to serve it).
 _HOLDING_COUNT = f"SELECT count(*) FROM runs WHERE org_id = :org AND {HOLDING_SLOT}"
 _HOLDING = text(_HOLDING_COUNT)
 # The organization's runs that wait for a slot (queued or going on after their client's answers, not admitted:
@@ -53,7 +54,18 @@ _WAITING_JOBS = (
     "runs r JOIN procrastinate_jobs j ON j.queueing_lock = CAST(r.id AS text) AND j.status = 'todo'"
     f" WHERE r.org_id = :org AND {_WAITING_RUN}"
 )
-_RELEASE = text("UPDATE runs SET admitted_at = NULL WHERE id = :run AND status NOT IN ('queued', 'in_progress')")
+
+
+def _stopped(run: str) -> str:
+    """A condition on the run `run` (an alias of runs): it no longer executes. Not so one queued or in progress, nor
+    one whose open tool call waits for its user's answer (a question asked live, in its worker: `Run.asks_live`)."""
+    return (
+        f"{run}.status NOT IN ('queued', 'in_progress') AND NOT ({run}.status = 'requires_action'"
+        f""" AND {run}.awaiting_input @> '[{{"live": true}}]')"""
+    )
+
+
+_RELEASE = text(f"UPDATE runs e SET admitted_at = NULL WHERE e.id = :run AND {_stopped('e')}")
 
 
 # Whether a waiting run of the organization `org` (an SQL expression: its id) sleeps until a slot is given back:
@@ -77,7 +89,7 @@ _ANY_SLEEPING = text(f"SELECT {_sleeping('CAST(:org AS uuid)')}")
 # wakes itself (see WorkerRuns), and sees the slot free.
 _STOPPED = text(
     f"SELECT e.org_id, e.admitted_at IS NOT NULL AS holding, {_sleeping('e.org_id')} AS sleeping"
-    " FROM runs e WHERE e.id = :run AND e.status NOT IN ('queued', 'in_progress')"
+    f" FROM runs e WHERE e.id = :run AND {_stopped('e')}"
 )
 # The oldest waiting runs' jobs.
 _WAITING = text(f"SELECT j.id FROM {_WAITING_JOBS} ORDER BY r.created_at, r.id LIMIT :count")
