@@ -314,6 +314,14 @@ class Run:
         """Whether a question waits in a call still open in the process that executes the run."""
         return any(q.live for q in self.awaiting_input)
 
+    @property
+    def executes(self) -> bool:
+        """Whether the run still executes: queued or in progress, or waiting for its user's answer in a call still
+        open (not so a run that ended, or waits for its client)."""
+        return self.status in (RunStatus.QUEUED, RunStatus.IN_PROGRESS) or (
+            self.status is RunStatus.REQUIRES_ACTION and self.asks_live
+        )
+
     def ask_live(self, question: Elicitation, now: datetime) -> None:
         """A call still open asks the user (the run waits; other calls of the step may still be in flight)."""
         if self.status is RunStatus.REQUIRES_ACTION and self.asks_live:

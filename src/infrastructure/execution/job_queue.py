@@ -39,7 +39,7 @@ from application.request_context import current_request_id
 from domain.ids import OrgId, RunId
 from infrastructure.execution.pg_listener import libpq_dsn
 from infrastructure.execution.run_queue import QUEUE, TASK, made_due, run_job_args, run_job_locks
-from infrastructure.limits.admission import Admission, RunAdmission
+from infrastructure.limits.admission import Admission, RunAdmission, executing
 from infrastructure.logging import current_run
 from infrastructure.persistence.run_holders import SILENCE_OF_THE_STRANDED, heard_steadily_for
 
@@ -415,12 +415,9 @@ async def _abort_requested(context: JobContext) -> bool:
     return bool(rows and rows[0]["abort_requested"])
 
 
-_UNFINISHED = (
-    "SELECT 1 FROM runs WHERE id = %(run)s::uuid AND (status IN ('queued', 'in_progress')"
-    """ OR status = 'requires_action' AND awaiting_input @> '[{"live": true}]')"""
-)
-"""A run that has not ended and is not waiting for its client: queued, in progress, or asking its user in an open
-tool call (its worker gone, the next taker ends it)."""
+_UNFINISHED = f"SELECT 1 FROM runs WHERE id = %(run)s::uuid AND {executing('runs')}"
+"""A run that still executes: queued, in progress, or asking its user in an open tool call (its worker gone, the
+next taker ends it)."""
 
 
 async def _unless_ended(context: JobContext, org_id: OrgId, run_id: RunId) -> None:

@@ -56,16 +56,16 @@ _WAITING_JOBS = (
 )
 
 
-def _stopped(run: str) -> str:
-    """A condition on the run `run` (an alias of runs): it no longer executes. Not so one queued or in progress, nor
-    one whose open tool call waits for its user's answer (a question asked live, in its worker: `Run.asks_live`)."""
+def executing(run: str) -> str:
+    """A condition on the run `run` (a name of runs): it still executes (`Run.executes`), queued or in progress, or
+    its open tool call waiting for its user's answer (a question asked live, in its worker)."""
     return (
-        f"{run}.status NOT IN ('queued', 'in_progress') AND NOT ({run}.status = 'requires_action'"
+        f"({run}.status IN ('queued', 'in_progress') OR {run}.status = 'requires_action'"
         f""" AND {run}.awaiting_input @> '[{{"live": true}}]')"""
     )
 
 
-_RELEASE = text(f"UPDATE runs e SET admitted_at = NULL WHERE e.id = :run AND {_stopped('e')}")
+_RELEASE = text(f"UPDATE runs e SET admitted_at = NULL WHERE e.id = :run AND NOT {executing('e')}")
 
 
 # Whether a waiting run of the organization `org` (an SQL expression: its id) sleeps until a slot is given back:
@@ -89,7 +89,7 @@ _ANY_SLEEPING = text(f"SELECT {_sleeping('CAST(:org AS uuid)')}")
 # wakes itself (see WorkerRuns), and sees the slot free.
 _STOPPED = text(
     f"SELECT e.org_id, e.admitted_at IS NOT NULL AS holding, {_sleeping('e.org_id')} AS sleeping"
-    f" FROM runs e WHERE e.id = :run AND {_stopped('e')}"
+    f" FROM runs e WHERE e.id = :run AND NOT {executing('e')}"
 )
 # The oldest waiting runs' jobs.
 _WAITING = text(f"SELECT j.id FROM {_WAITING_JOBS} ORDER BY r.created_at, r.id LIMIT :count")

@@ -189,8 +189,6 @@ _GET_FOR_UPDATE = Prepared(select(runs).where(*_WHERE).with_for_update())
 # that stops it (worker mode's admission: limits/admission.py; in-process runs never hold one). A run waiting for its
 # user's answer to a question asked in an open tool call still executes (the call waits in its process).
 _SLOT = {"admitted_at": case((bindparam("p_executing", type_=Boolean), runs.c.admitted_at), else_=null())}
-_EXECUTING = frozenset({RunStatus.QUEUED, RunStatus.IN_PROGRESS})
-"""The statuses of a run that keeps its slot (tables.HOLDING_SLOT), besides a question in its open call."""
 _SAVE = Prepared(update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease")).values(_SLOT))
 _LAST_SEQ_OF_RUN = select(func.max(run_events.c.seq)).where(run_events.c.run_id == runs.c.id).scalar_subquery()
 _CLAIM = Prepared(
@@ -374,7 +372,7 @@ class SqlRunRepository:
             "p_org": run.org_id,
             "p_id": run.id,
             "p_lease": run.lease,
-            "p_executing": run.status in _EXECUTING or (run.status is RunStatus.REQUIRES_ACTION and run.asks_live),
+            "p_executing": run.executes,
             **_values(run),
         }
         if hold:
