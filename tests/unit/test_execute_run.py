@@ -27,7 +27,7 @@ from application.runs.tools.calls import ToolLimits
 from application.runs.tools.handler import ToolContext, ToolOutcome
 from domain.agents import Agent
 from domain.elicitation import Elicitation
-from domain.ids import MessageId, RunId
+from domain.ids import AgentId, MessageId, OrgId, RunId
 from domain.messages import Message, MessageRole, TextContent, ToolResultContent, ToolUseContent
 from domain.native_tools import ToolRef
 from domain.run_events import RunCompleted, RunFailed, ToolCallCompleted, ToolCallStarted
@@ -36,6 +36,7 @@ from domain.threads import Thread
 from domain.tools import Tool, ToolType
 from domain.usage import Usage
 from tests.unit.fakes.app import FakeApp, admin
+from tests.unit.fakes.persistence import FakeAgents
 from tests.unit.fakes.ports import NOW, Commands, FakeGateway, Hold, answer, call, calls
 
 COMMANDS = Commands(CommandSpec(name="deploy", description="Deploy"), CommandSpec(name="check", description="Check"))
@@ -685,6 +686,35 @@ async def test_an_unknown_run_is_not_found(app: FakeApp) -> None:
     _, _, run = await queued(app)
     with pytest.raises(RunNotFound):
         await app.execute_run().execute(run.org_id, RunId(app.ids.new()))
+
+
+async def test_a_run_that_cannot_start_for_an_unexpected_error_fails_and_its_thread_takes_the_next(
+    app: FakeApp, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its start stopped by an error nothing expected (here its agent cannot be read): the run fails as
+    internal_error, said with its event, instead of staying queued, its thread busy, while its process lives."""
+    agent, thread, run = await queued(app)
+    unreadable = {"once": True}
+    readable = FakeAgents.get
+
+    async def get(self: FakeAgents, org_id: OrgId, agent_id: AgentId) -> Agent | None:
+        if unreadable.pop("once", False):
+            raise ValueError("a stored agent this version cannot read")
+        return await readable(self, org_id, agent_id)
+
+    monkeypatch.setattr(FakeAgents, "get", get)
+    failed = await app.execute_run().execute(run.org_id, run.id)
+
+    assert status(failed) is RunStatus.FAILED and failed.error is not None
+    assert failed.error.code == "internal_error" and "could not start" in failed.error.message
+    async with app.uow.read_only() as uow:
+        assert await uow.runs.get(run.org_id, run.id) == failed
+    ended = app.bus.published[-1].payload
+    assert isinstance(ended, RunFailed) and ended.error.code == "internal_error"
+    assert "a stored agent this version cannot read" in caplog.text  # the server's log says which
+    app.model.then(answer("Hi"))
+    after = await start(app, agent, thread, "Again")
+    assert status(await app.execute_run().execute(after.org_id, after.id)) is RunStatus.COMPLETED
 
 
 async def test_a_run_left_in_progress_goes_on_with_a_model_call(app: FakeApp) -> None:

@@ -5,7 +5,7 @@ import logging
 from collections.abc import Awaitable, Sequence
 from typing import Protocol
 
-from application.errors import LeaseLost, ModelError, StorageUnavailable
+from application.errors import LeaseLost, ModelError, RunNotFound, StorageUnavailable
 from application.ports.execution import HANDED_BACK, INTERRUPTED
 from application.ports.llm import ModelToolCall
 from application.ports.tracing import Level, RunTrace, Tracer
@@ -76,7 +76,7 @@ class ExecuteRun:
         from its last stored step, or ends as its stored cancel request says (a worker's job is retried). `began`:
         the run was started in the transaction that created it (see queue_run), and this is what it read."""
         if began is None:
-            begun = await self._recorder.begin(org_id, run_id)
+            begun = await self._begun(org_id, run_id)
             if isinstance(begun, Run):
                 return begun
             began = begun
@@ -103,6 +103,21 @@ class ExecuteRun:
             )
             state.trace.end(level=Level.WARNING, status_message="not created")
             return state.run
+
+    async def _begun(self, org_id: OrgId, run_id: RunId) -> Began | Run:
+        """`RunRecorder.begin`; a run it could not start for an unexpected error fails (internal_error) instead of
+        staying queued or in progress while its process lives. Raises RunNotFound, or StorageUnavailable (the run
+        stays as stored, to be tried again)."""
+        try:
+            return await self._recorder.begin(org_id, run_id)
+        except (RunNotFound, StorageUnavailable):
+            raise
+        except Exception:
+            logger.exception("run could not start: it fails", extra={"run_id": str(run_id)})
+            ended = await self._recorder.fail_unstarted(org_id, run_id)
+            if ended is None:
+                raise RunNotFound(f"run {run_id} not found") from None
+            return ended
 
     async def _executed(self, state: RunState, *, hand_back_on_outage: bool, calls_again: bool) -> Run:
         run_id = state.run.id

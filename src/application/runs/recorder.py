@@ -68,6 +68,7 @@ HISTORY_LIMIT = 10_000
 """The most messages of its thread a run reads."""
 WORKER_LOST = "the process executing the run stopped while its tool calls were in flight; they are not run again"
 SUB_AGENT_LOST = "the process executing the run stopped, and with it the run that delegated to this one"
+NOT_STARTED = "the run could not start: an unexpected error stopped it (the server's log says which)"
 
 
 def _calls_in_flight(history: Sequence[Message]) -> bool:
@@ -454,6 +455,23 @@ class RunRecorder:
         if ended is not None:
             await state.events.publish(ended)
         return StepOutcome.FAILED
+
+    async def fail_unstarted(self, org_id: OrgId, run_id: RunId) -> Run | None:
+        """End a run that `begin` could not start for an unexpected error (a bug, data it cannot read): claimed (so
+        nothing of a start half made writes it any more) and failed as internal_error (cancelled, if that was asked),
+        unless it ended meanwhile; else it would stay queued or in progress, its thread busy, while its process
+        lives. The run as stored; None when it is gone."""
+        async with self._uow as uow:
+            claimed = await uow.runs.claim(org_id, run_id)
+            if claimed is None:
+                return None
+            if not claimed.run.executes:
+                claimed.run.lease -= 1  # ended meanwhile: not claimed after all (nothing is committed)
+                return claimed.run
+            event = await store_lost_end(uow, claimed, RunErrorCode.INTERNAL_ERROR, NOT_STARTED, self._bus, self._clock)
+            await uow.commit()
+        await self._bus.publish(event)
+        return claimed.run
 
     async def stored(self, run: Run) -> Run:
         """The run as stored (or as given, if it was deleted meanwhile)."""
