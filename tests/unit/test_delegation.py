@@ -1,8 +1,10 @@
 """Asking an agent in a thread of its own (AskAgent), and sub-agents answering a run's delegated tasks."""
 
+import asyncio
+
 import pytest
 
-from application.errors import ModelUnavailable
+from application.errors import ModelUnavailable, StorageUnavailable
 from application.ports.llm import ModelRequest
 from application.runs.ask_agent import NEEDS_CLIENT, Question
 from application.runs.create_run import CreateRun, CreateRunCommand
@@ -54,6 +56,41 @@ async def test_an_agent_answers_in_a_thread_of_its_own_and_reports_progress(app:
         (MessageRole.USER, "Capital of Peru?"),
         (MessageRole.ASSISTANT, "Lima"),
     ]
+
+
+async def test_a_run_whose_caller_goes_away_before_it_starts_is_cancelled(app: FakeApp) -> None:
+    """The caller's task is cancelled (an MCP client cancelled its call) while it is told "Starting agent": the
+    run, queued with no job, is cancelled instead of staying queued with no one to execute it."""
+    agent = await app.agent(await app.organization())
+    telling = asyncio.Event()
+
+    async def report(value: float, message: str) -> None:
+        telling.set()
+        await asyncio.Event().wait()  # the caller's connection hangs; then the call is cancelled
+
+    asking = asyncio.create_task(app.ask_agent().execute(Question(agent=agent, input="x", title="t", progress=report)))
+    await telling.wait()
+    asking.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asking
+    [run] = await runs_of(app)
+    assert status(run) is RunStatus.CANCELLED
+    assert app.bus.types(run.id) == ["run.created", "run.cancelled"]
+
+
+async def test_a_run_that_cannot_start_for_an_outage_is_cancelled_and_its_caller_told(app: FakeApp) -> None:
+    """The run's start cannot be stored (the database did not answer): the caller gets the error, and the run, with
+    no job to try it again, is cancelled once the database answers, not left queued."""
+    agent = await app.agent(await app.organization())
+
+    async def report(value: float, message: str) -> None:
+        app.store.failing_commits = 1  # queued, told "Starting agent": the start's commit fails
+
+    with pytest.raises(StorageUnavailable):
+        await app.ask_agent().execute(Question(agent=agent, input="x", title="t", progress=report))
+    [run] = await runs_of(app)
+    assert status(run) is RunStatus.CANCELLED
+    assert app.bus.types(run.id)[-1] == "run.cancelled"
 
 
 async def test_a_failed_run_answers_with_why(app: FakeApp) -> None:

@@ -1,11 +1,15 @@
 """An agent answers one input in a thread of its own, as a real run: a sub-agent's task in a run, or a call
 of a published agent over MCP."""
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from application.caller import Caller
-from application.ports.execution import RunEventBus
+from application.errors import StorageUnavailable
+from application.ports.execution import HANDED_BACK, INTERRUPTED, RunEventBus
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from application.runs.answer_questions import AnswerQuestions, AnswerQuestionsCommand, QuestionAnswer
@@ -17,6 +21,8 @@ from domain.elicitation import Elicitation, ElicitationAnswer
 from domain.errors import DomainError
 from domain.ids import RunId
 from domain.runs import Run, RunStatus
+
+logger = logging.getLogger(__name__)
 
 Progress = Callable[[float, str], Awaitable[None]]
 Answerer = Callable[[Sequence[Elicitation]], Awaitable[Sequence[tuple[str, ElicitationAnswer]]]]
@@ -97,9 +103,10 @@ class AskAgent:
 
     async def execute(self, question: Question) -> Answer:
         queued = await self._queue(question)
-        if question.progress is not None:
-            await question.progress(0.0, "Starting agent")
-        run = await self._runs().execute(queued.org_id, queued.id, depth=question.depth, live_questions=False)
+        async with self._ended_if_left(queued):
+            if question.progress is not None:
+                await question.progress(0.0, "Starting agent")
+            run = await self._runs().execute(queued.org_id, queued.id, depth=question.depth, live_questions=False)
         return await self._settle(run, question.progress, question.answerer, question.answers_later)
 
     async def resume(self, resumption: Resumption) -> Answer:
@@ -112,7 +119,8 @@ class AskAgent:
                 answers=resumption.answers,
             )
         )
-        run = await self._runs().execute(run.org_id, run.id, live_questions=False)
+        async with self._ended_if_left(run):
+            run = await self._runs().execute(run.org_id, run.id, live_questions=False)
         return await self._settle(run, resumption.progress, resumption.answerer, answers_later=True)
 
     async def _settle(
@@ -130,7 +138,8 @@ class AskAgent:
             except DomainError as refused:  # an answer its question's form refuses: the run is cancelled
                 await self._cancel_waiting(run)
                 return Answer(run=await self._stored(run), text=refused.detail)
-            run = await self._runs().execute(run.org_id, run.id, live_questions=False)
+            async with self._ended_if_left(run):
+                run = await self._runs().execute(run.org_id, run.id, live_questions=False)
         text = await self._text(run)
         if run.status is RunStatus.REQUIRES_ACTION and not (answers_later and _questions(run)):
             await self._cancel_waiting(run)
@@ -139,6 +148,45 @@ class AskAgent:
         if progress is not None and not answer.questions:
             await progress(1.0, "Failed" if answer.failed else "Completed")
         return answer
+
+    @contextlib.asynccontextmanager
+    async def _ended_if_left(self, run: Run) -> AsyncIterator[None]:
+        """The run, executed in the caller's task, has no job: when that task is cancelled (the caller went away),
+        or the run cannot start (the database did not answer), before its execution took it on, it would stay
+        queued or in progress, with no one to execute it, while this process lives. It is cancelled then (a run
+        its execution took on records its own end: nothing more is done); one handed back with the run that
+        delegated to it is left to whoever takes that run on (RunRecorder.begin)."""
+        try:
+            yield
+        except asyncio.CancelledError as cancelled:
+            if HANDED_BACK not in cancelled.args:
+                await asyncio.shield(self._end_left(run, interrupted=INTERRUPTED in cancelled.args))
+            raise
+        except StorageUnavailable:
+            await asyncio.shield(self._end_left(run))
+            raise
+
+    async def _end_left(self, run: Run, *, interrupted: bool = False) -> None:
+        """Cancelled; or, when its process shuts down, failed as interrupted (as the run's loop records either)."""
+        try:
+            async with self._uow as uow:
+                claimed = await uow.runs.claim(run.org_id, run.id)
+                if claimed is None or not claimed.run.executes:
+                    return  # gone, or it ended (nothing is committed)
+                if interrupted:
+                    claimed.run.interrupt(self._clock.now())
+                else:
+                    claimed.run.cancel(self._clock.now())
+                event = await store_ending(
+                    uow, claimed.run, self._bus, self._clock, after_holder=True, last_seq=claimed.last_event_seq
+                )
+                await uow.commit()
+        except StorageUnavailable as error:  # left for the recovery of runs whose process stops
+            logger.warning(
+                "a run its caller left could not be cancelled: %s", error.detail, extra={"run_id": str(run.id)}
+            )
+            return
+        await self._bus.publish(event)
 
     async def _queue(self, question: Question) -> Run:
         async with self._uow as uow:
