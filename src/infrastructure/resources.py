@@ -65,6 +65,9 @@ async def open_resources(container: containers.Container) -> None:
             provider.disable_async_mode()
         else:
             provider.reset_async_mode()
+    # The credentials' keys now, not in the first run that opens a credential: a passphrase's key takes scrypt a
+    # fraction of a second, which would hold the event loop, and every run of the process, then.
+    container.secret_box()
 
 
 async def close_resources(container: containers.Container) -> None:
