@@ -19,7 +19,7 @@ from application.runs.queueing import new_thread, queue_run
 from domain.agents import Agent
 from domain.elicitation import Elicitation, ElicitationAnswer
 from domain.errors import DomainError
-from domain.ids import RunId
+from domain.ids import OrgId, RunId
 from domain.runs import Run, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class AskAgent:
 
     async def execute(self, question: Question) -> Answer:
         queued = await self._queue(question)
-        async with self._ended_if_left(queued):
+        async with self._ended_if_left(queued.org_id, queued.id):
             if question.progress is not None:
                 await question.progress(0.0, "Starting agent")
             run = await self._runs().execute(queued.org_id, queued.id, depth=question.depth, live_questions=False)
@@ -119,7 +119,7 @@ class AskAgent:
                 answers=resumption.answers,
             )
         )
-        async with self._ended_if_left(run):
+        async with self._ended_if_left(run.org_id, run.id):
             run = await self._runs().execute(run.org_id, run.id, live_questions=False)
         return await self._settle(run, resumption.progress, resumption.answerer, answers_later=True)
 
@@ -138,7 +138,7 @@ class AskAgent:
             except DomainError as refused:  # an answer its question's form refuses: the run is cancelled
                 await self._cancel_waiting(run)
                 return Answer(run=await self._stored(run), text=refused.detail)
-            async with self._ended_if_left(run):
+            async with self._ended_if_left(run.org_id, run.id):
                 run = await self._runs().execute(run.org_id, run.id, live_questions=False)
         text = await self._text(run)
         if run.status is RunStatus.REQUIRES_ACTION and not (answers_later and _questions(run)):
@@ -150,27 +150,28 @@ class AskAgent:
         return answer
 
     @contextlib.asynccontextmanager
-    async def _ended_if_left(self, run: Run) -> AsyncIterator[None]:
+    async def _ended_if_left(self, org_id: OrgId, run_id: RunId) -> AsyncIterator[None]:
         """The run, executed in the caller's task, has no job: when that task is cancelled (the caller went away),
-        or the run cannot start (the database did not answer), before its execution took it on, it would stay
-        queued or in progress, with no one to execute it, while this process lives. It is cancelled then (a run
-        its execution took on records its own end: nothing more is done); one handed back with the run that
-        delegated to it is left to whoever takes that run on (RunRecorder.begin)."""
+        or the run cannot start (the database did not answer), after this task queued the run or gave it its answers
+        and before its execution took it on, it would stay queued or in progress, with no one to execute it, while
+        this process lives. It is cancelled then (a run its execution took on records its own end: nothing more is
+        done); one handed back with the run that delegated to it is left to whoever takes that run on
+        (RunRecorder.begin)."""
         try:
             yield
         except asyncio.CancelledError as cancelled:
             if HANDED_BACK not in cancelled.args:
-                await asyncio.shield(self._end_left(run, interrupted=INTERRUPTED in cancelled.args))
+                await asyncio.shield(self._end_left(org_id, run_id, interrupted=INTERRUPTED in cancelled.args))
             raise
         except StorageUnavailable:
-            await asyncio.shield(self._end_left(run))
+            await asyncio.shield(self._end_left(org_id, run_id))
             raise
 
-    async def _end_left(self, run: Run, *, interrupted: bool = False) -> None:
+    async def _end_left(self, org_id: OrgId, run_id: RunId, *, interrupted: bool = False) -> None:
         """Cancelled; or, when its process shuts down, failed as interrupted (as the run's loop records either)."""
         try:
             async with self._uow as uow:
-                claimed = await uow.runs.claim(run.org_id, run.id)
+                claimed = await uow.runs.claim(org_id, run_id)
                 if claimed is None or not claimed.run.executes:
                     return  # gone, or it ended (nothing is committed)
                 if interrupted:
@@ -183,7 +184,7 @@ class AskAgent:
                 await uow.commit()
         except StorageUnavailable as error:  # left for the recovery of runs whose process stops
             logger.warning(
-                "a run its caller left could not be cancelled: %s", error.detail, extra={"run_id": str(run.id)}
+                "a run its caller left could not be cancelled: %s", error.detail, extra={"run_id": str(run_id)}
             )
             return
         await self._bus.publish(event)
