@@ -6,6 +6,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from application.caller import Caller
 from application.errors import StorageUnavailable
@@ -13,7 +14,7 @@ from application.ports.execution import HANDED_BACK, INTERRUPTED, RunEventBus
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from application.runs.answer_questions import AnswerQuestions, AnswerQuestionsCommand, QuestionAnswer
-from application.runs.events import store_ending
+from application.runs.events import end_claimed, store_ending
 from application.runs.execute_run import RunExecution
 from application.runs.queueing import new_thread, queue_run
 from domain.agents import Agent
@@ -169,25 +170,22 @@ class AskAgent:
 
     async def _end_left(self, org_id: OrgId, run_id: RunId, *, interrupted: bool = False) -> None:
         """Cancelled; or, when its process shuts down, failed as interrupted (as the run's loop records either)."""
+
+        def ended(run: Run, now: datetime) -> bool:
+            if not run.executes:
+                return False  # it ended
+            if interrupted:
+                run.interrupt(now)
+            else:
+                run.cancel(now)
+            return True
+
         try:
-            async with self._uow as uow:
-                claimed = await uow.runs.claim(org_id, run_id)
-                if claimed is None or not claimed.run.executes:
-                    return  # gone, or it ended (nothing is committed)
-                if interrupted:
-                    claimed.run.interrupt(self._clock.now())
-                else:
-                    claimed.run.cancel(self._clock.now())
-                event = await store_ending(
-                    uow, claimed.run, self._bus, self._clock, after_holder=True, last_seq=claimed.last_event_seq
-                )
-                await uow.commit()
+            await end_claimed(self._uow, lambda uow: uow.runs.claim(org_id, run_id), ended, self._bus, self._clock)
         except StorageUnavailable as error:  # left for the recovery of runs whose process stops
             logger.warning(
                 "a run its caller left could not be cancelled: %s", error.detail, extra={"run_id": str(run_id)}
             )
-            return
-        await self._bus.publish(event)
 
     async def _queue(self, question: Question) -> Run:
         async with self._uow as uow:

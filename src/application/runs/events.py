@@ -1,6 +1,8 @@
 """A run's events: numbered in order, stored with what they announce, published after commit."""
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 from application.ports.execution import RunEventBus
 from application.ports.persistence import ClaimedRun, UnitOfWork
@@ -140,3 +142,26 @@ async def store_lost_end(
     run ends as Run.end_after_its_process says, its event numbered past any that process published unstored."""
     claimed.run.end_after_its_process(code, message, clock.now())
     return await store_ending(uow, claimed.run, bus, clock, after_holder=True, last_seq=claimed.last_event_seq)
+
+
+async def end_claimed(
+    uow: UnitOfWork,
+    claim: Callable[[UnitOfWork], Awaitable[ClaimedRun | None]],
+    ending: Callable[[Run, datetime], bool],
+    bus: RunEventBus,
+    clock: Clock,
+) -> tuple[Run | None, RunEvent | None]:
+    """A unit of work of its own: the run claimed (whoever held it can no longer write it) and ended by `ending`
+    (given the run and the time; False: it leaves the run as it is, and nothing is committed), stored with its
+    event numbered past any its previous holder published unstored, which is published after commit. The run
+    as claimed (None: it was not), and the event (None: it did not end)."""
+    async with uow as unit:
+        claimed = await claim(unit)
+        if claimed is None:
+            return None, None
+        if not ending(claimed.run, clock.now()):
+            return claimed.run, None
+        event = await store_ending(unit, claimed.run, bus, clock, after_holder=True, last_seq=claimed.last_event_seq)
+        await unit.commit()
+    await bus.publish(event)
+    return claimed.run, event

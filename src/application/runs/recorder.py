@@ -43,7 +43,7 @@ from application.ports.execution import RunEventBus
 from application.ports.llm import ModelToolCall
 from application.ports.persistence import HistorySummary, UnitOfWork
 from application.ports.system import Clock, IdGenerator
-from application.runs.events import RunEventStream, RunNotCreated, store_lost_end
+from application.runs.events import RunEventStream, RunNotCreated, end_claimed, store_lost_end
 from application.runs.model_call import ModelAnswer
 from application.runs.step import RunState, StepOutcome
 from application.runs.tools.calls import StepResults
@@ -461,17 +461,17 @@ class RunRecorder:
         nothing of a start half made writes it any more) and failed as internal_error (cancelled, if that was asked),
         unless it ended meanwhile; else it would stay queued or in progress, its thread busy, while its process
         lives. The run as stored; None when it is gone."""
-        async with self._uow as uow:
-            claimed = await uow.runs.claim(org_id, run_id)
-            if claimed is None:
-                return None
-            if not claimed.run.executes:
-                claimed.run.lease -= 1  # ended meanwhile: not claimed after all (nothing is committed)
-                return claimed.run
-            event = await store_lost_end(uow, claimed, RunErrorCode.INTERNAL_ERROR, NOT_STARTED, self._bus, self._clock)
-            await uow.commit()
-        await self._bus.publish(event)
-        return claimed.run
+
+        def failed(run: Run, now: datetime) -> bool:
+            if not run.executes:
+                return False  # it ended meanwhile
+            run.end_after_its_process(RunErrorCode.INTERNAL_ERROR, NOT_STARTED, now)
+            return True
+
+        run, _ = await end_claimed(
+            self._uow, lambda uow: uow.runs.claim(org_id, run_id), failed, self._bus, self._clock
+        )
+        return run
 
     async def stored(self, run: Run) -> Run:
         """The run as stored (or as given, if it was deleted meanwhile)."""

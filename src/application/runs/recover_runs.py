@@ -1,11 +1,12 @@
 """Recovering runs at start-up (the in-process executor), and as workers go (worker mode)."""
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.persistence import ClaimedRun, UnitOfWork
 from application.ports.system import Clock
-from application.runs.events import store_lost_end
+from application.runs.events import end_claimed
 from application.runs.recorder import SUB_AGENT_LOST
 from domain.ids import OrgId, RunId
 from domain.run_events import RunEvent
@@ -40,8 +41,7 @@ class RecoverRuns:
                 if run.status is RunStatus.QUEUED and run.parent_run_id is None:
                     await self._executor.submit(run.org_id, run.id)
                     resubmitted += 1
-                elif (event := await self._interrupt(run.org_id, run.id)) is not None:
-                    await self._bus.publish(event)
+                elif await self._interrupt(run.org_id, run.id) is not None:
                     interrupted += 1
             if len(unfinished) < batch:
                 return interrupted, resubmitted
@@ -57,8 +57,7 @@ class RecoverRuns:
             async with self._uow.read_only() as uow:
                 stranded = await uow.runs.stranded(silent_seconds, batch, after=last)
             for run in stranded:
-                if (event := await self._end_stranded(run, silent_seconds)) is not None:
-                    await self._bus.publish(event)
+                if await self._end_stranded(run, silent_seconds) is not None:
                     ended += 1
             if len(stranded) < batch:
                 return ended
@@ -88,12 +87,14 @@ class RecoverRuns:
         claim: Callable[[UnitOfWork], Awaitable[ClaimedRun | None]],
         why: Callable[[Run], tuple[str, str] | None],
     ) -> RunEvent | None:
-        """The run claimed (whoever held it can no longer write it) and ended as its lost process left it, with the
-        error code and message `why` gives; None when it is not claimed, or `why` gives none (nothing committed)."""
-        async with self._uow as uow:
-            claimed = await claim(uow)
-            if claimed is None or (reason := why(claimed.run)) is None:
-                return None
-            event = await store_lost_end(uow, claimed, *reason, self._bus, self._clock)
-            await uow.commit()
+        """The run claimed and ended as its lost process left it (Run.end_after_its_process), with the error code and
+        message `why` gives, its event published; None when it is not claimed, or `why` gives none."""
+
+        def ending(run: Run, now: datetime) -> bool:
+            reason = why(run)
+            if reason is not None:
+                run.end_after_its_process(*reason, now)
+            return reason is not None
+
+        _, event = await end_claimed(self._uow, claim, ending, self._bus, self._clock)
         return event
