@@ -21,6 +21,13 @@ from domain.runs import Run, RunErrorCode, RunStatus
 
 logger = logging.getLogger(__name__)
 STORAGE_FAILURE = "the database became unavailable while the run was executing"
+CALLS_AHEAD_TURNS = 6
+"""Turns of the event loop the tool calls of a step get before the step's storage starts, when they begin beside it
+(they only read): enough for an MCP call's request to leave (the SDK hands it through three tasks of its session
+before it is written). Else the storage's work (the step, its events, its statement) and whatever waited with it
+took the loop first, and the request left a millisecond later, on the run's path; now that work is done while the
+server answers. Measured with bench.runs one run at a time, in turns against the previous order: 0.1x of the bare
+loop less on PostgreSQL, 0.15x on SQLite."""
 
 
 class RunExecution(Protocol):
@@ -222,8 +229,8 @@ class ExecuteRun:
         """Tool calls that only read (their servers say so) begin while the step asking for them is stored: a
         process that stops in between leaves the step unstored, and the calls are made again (they read again)
         when the run goes on. What they tell the run's followers waits for the step's events (see ToolCalls); if
-        the step does not go on (cancelled meanwhile, or not stored), they are cancelled."""
-        recording = asyncio.ensure_future(self._recorder.record_answer(state, answer))
+        the step does not go on (cancelled meanwhile, or not stored), they are cancelled. The calls go first: their
+        requests leave before the step's storage takes the event loop (see CALLS_AHEAD_TURNS)."""
         going_on = asyncio.get_running_loop().create_future()
 
         def settled(recorded: "asyncio.Future[StepOutcome]") -> None:
@@ -233,14 +240,19 @@ class ExecuteRun:
             else:
                 going_on.cancel()
 
-        recording.add_done_callback(settled)
         calling = asyncio.ensure_future(self._tools(state, calls, after=going_on))
         try:
+            for _ in range(CALLS_AHEAD_TURNS):
+                await asyncio.sleep(0)
+            recording = asyncio.ensure_future(self._recorder.record_answer(state, answer))
+            recording.add_done_callback(settled)
             outcome = await recording
             if outcome is not StepOutcome.CONTINUE:
                 return outcome
             results = await calling
         finally:
+            if not going_on.done():  # (cancelled before the step's storage began: nothing of the calls is told)
+                going_on.cancel()
             if not calling.done():
                 # The step stopped the run, was not stored, or this task was cancelled: the calls stop, and what
                 # they publish as they stop comes before whatever ends the run.
