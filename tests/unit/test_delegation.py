@@ -79,8 +79,8 @@ async def test_a_run_whose_caller_goes_away_before_it_starts_is_cancelled(app: F
 
 
 async def test_a_run_that_cannot_start_for_an_outage_is_cancelled_and_its_caller_told(app: FakeApp) -> None:
-    """The run's start cannot be stored (the database did not answer): the caller gets the error, and the run, with
-    no job to try it again, is cancelled once the database answers, not left queued."""
+    """The run's start cannot be stored (the database did not answer for that commit): the caller gets the error,
+    and the run, with no job to try it again, is cancelled by the next commit, not left queued."""
     agent = await app.agent(await app.organization())
 
     async def report(value: float, message: str) -> None:

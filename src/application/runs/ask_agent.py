@@ -31,6 +31,9 @@ Answerer = Callable[[Sequence[Elicitation]], Awaitable[Sequence[tuple[str, Elici
 NEEDS_CLIENT = "the agent needs tools that a client runs, which no one can run here"
 NEEDS_ANSWERS = "the agent's tools ask the user questions, and no one here can answer them"
 ANSWER_ROUNDS = 10
+END_LEFT_SECONDS = 5.0
+"""How long the cancel of a run its caller left may take (the caller, or the run that delegated to it, waits for it:
+it already waited for the run's start, which failed for an outage)."""
 """How many times in one call the caller is asked before the run is left to wait."""
 
 
@@ -153,11 +156,13 @@ class AskAgent:
     @contextlib.asynccontextmanager
     async def _ended_if_left(self, org_id: OrgId, run_id: RunId) -> AsyncIterator[None]:
         """The run, executed in the caller's task, has no job: when that task is cancelled (the caller went away),
-        or the run cannot start (the database did not answer), after this task queued the run or gave it its answers
+        or the run cannot start (the database did not answer), once this task queued the run or gave it its answers
         and before its execution took it on, it would stay queued or in progress, with no one to execute it, while
-        this process lives. It is cancelled then (a run its execution took on records its own end: nothing more is
-        done); one handed back with the run that delegated to it is left to whoever takes that run on
-        (RunRecorder.begin)."""
+        this process lives. It is cancelled then, if the database answers within END_LEFT_SECONDS (a run its
+        execution took on records its own end: nothing more is done); failed as interrupted when the cancellation
+        says its process shuts down (a sub-agent's run, in-process); left to whoever takes on the run that
+        delegated to it when that run is handed back (RunRecorder.begin). A cancel that cuts short the commit that
+        queues the run or stores its answers is not covered: see the README's worker mode on stranded runs."""
         try:
             yield
         except asyncio.CancelledError as cancelled:
@@ -169,8 +174,6 @@ class AskAgent:
             raise
 
     async def _end_left(self, org_id: OrgId, run_id: RunId, *, interrupted: bool = False) -> None:
-        """Cancelled; or, when its process shuts down, failed as interrupted (as the run's loop records either)."""
-
         def ended(run: Run, now: datetime) -> bool:
             if not run.executes:
                 return False  # it ended
@@ -181,11 +184,12 @@ class AskAgent:
             return True
 
         try:
-            await end_claimed(self._uow, lambda uow: uow.runs.claim(org_id, run_id), ended, self._bus, self._clock)
-        except StorageUnavailable as error:  # left for the recovery of runs whose process stops
-            logger.warning(
-                "a run its caller left could not be cancelled: %s", error.detail, extra={"run_id": str(run_id)}
-            )
+            async with asyncio.timeout(END_LEFT_SECONDS):
+                await end_claimed(self._uow, lambda uow: uow.runs.claim(org_id, run_id), ended, self._bus, self._clock)
+        except (StorageUnavailable, TimeoutError) as error:
+            # Left as it is: in worker mode the runs with no job of a process gone silent end (RecoverRuns).
+            detail = error.detail if isinstance(error, StorageUnavailable) else "the database did not answer in time"
+            logger.warning("a run its caller left could not be cancelled: %s", detail, extra={"run_id": str(run_id)})
 
     async def _queue(self, question: Question) -> Run:
         async with self._uow as uow:

@@ -153,15 +153,17 @@ async def end_claimed(
 ) -> tuple[Run | None, RunEvent | None]:
     """A unit of work of its own: the run claimed (whoever held it can no longer write it) and ended by `ending`
     (given the run and the time; False: it leaves the run as it is, and nothing is committed), stored with its
-    event numbered past any its previous holder published unstored, which is published after commit. The run
-    as claimed (None: it was not), and the event (None: it did not end)."""
+    event numbered past any its previous holder published unstored, which is published after commit. The run as
+    stored (None: it was not claimed), and the event (None: it did not end)."""
     async with uow as unit:
         claimed = await claim(unit)
         if claimed is None:
             return None, None
-        if not ending(claimed.run, clock.now()):
-            return claimed.run, None
-        event = await store_ending(unit, claimed.run, bus, clock, after_holder=True, last_seq=claimed.last_event_seq)
+        run = claimed.run
+        if not ending(run, clock.now()):
+            run.lease -= 1  # not claimed after all (nothing is committed)
+            return run, None
+        event = await store_ending(unit, run, bus, clock, after_holder=True, last_seq=claimed.last_event_seq)
         await unit.commit()
     await bus.publish(event)
     return claimed.run, event

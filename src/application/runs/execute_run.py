@@ -5,7 +5,7 @@ import logging
 from collections.abc import Awaitable, Sequence
 from typing import Protocol
 
-from application.errors import LeaseLost, ModelError, RunNotFound, StorageUnavailable
+from application.errors import Conflict, LeaseLost, ModelError, RunNotFound, StorageUnavailable
 from application.ports.execution import HANDED_BACK, INTERRUPTED
 from application.ports.llm import ModelToolCall
 from application.ports.tracing import Level, RunTrace, Tracer
@@ -49,8 +49,8 @@ class ExecuteRun:
     """Runs a queued (or resumed) run, step by step, until it completes, fails, is cancelled or waits for the
     client's tool results. A step is one model call and the tool calls it asks for; each step is stored before
     anything of the next is (its tool results beside the next model call: see RunRecorder), and before its tool
-    calls begin unless they only read (they begin as it is stored), and no transaction is open during a model or
-    tool call."""
+    calls begin unless they only read (they begin just before it is stored), and no transaction is open during a
+    model or tool call."""
 
     def __init__(
         self,
@@ -113,15 +113,22 @@ class ExecuteRun:
 
     async def _begun(self, org_id: OrgId, run_id: RunId) -> Began | Run:
         """`RunRecorder.begin`; a run it could not start for an unexpected error fails (internal_error) instead of
-        staying queued or in progress while its process lives. Raises RunNotFound, or StorageUnavailable (the run
-        stays as stored, to be tried again)."""
+        staying queued or in progress while its process lives. Raises RunNotFound; StorageUnavailable or Conflict
+        (the run stays as stored, to be tried again); or the error itself when the run cannot even be claimed to
+        record that (its own stored row is what cannot be read)."""
         try:
             return await self._recorder.begin(org_id, run_id)
-        except (RunNotFound, StorageUnavailable):
+        except (RunNotFound, StorageUnavailable, Conflict):
             raise
-        except Exception:
+        except Exception as error:
             logger.exception("run could not start: it fails", extra={"run_id": str(run_id)})
-            ended = await self._recorder.fail_unstarted(org_id, run_id)
+            try:
+                ended = await self._recorder.fail_unstarted(org_id, run_id)
+            except StorageUnavailable:
+                raise
+            except Exception:
+                logger.exception("a run that could not start could not be failed either", extra={"run_id": str(run_id)})
+                raise error from None
             if ended is None:
                 raise RunNotFound(f"run {run_id} not found") from None
             return ended
