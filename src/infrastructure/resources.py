@@ -58,6 +58,10 @@ async def open_resources(container: containers.Container) -> None:
     While an async resource is unopened, dependency-injector answers every provider that depends on it
     with an awaitable (and remembers that); once all are open, that mode is switched off again.
     """
+    # The credentials' keys first (before anything is opened that a failure here would leave open), not in the first
+    # run that opens a credential: a passphrase's key takes scrypt a fraction of a second, which would hold the event
+    # loop, and every run of the process, then.
+    container.secret_box()
     await _awaited(container.init_resources())
     provider: providers.Provider[Any]
     for provider in container.traverse():
@@ -65,9 +69,6 @@ async def open_resources(container: containers.Container) -> None:
             provider.disable_async_mode()
         else:
             provider.reset_async_mode()
-    # The credentials' keys now, not in the first run that opens a credential: a passphrase's key takes scrypt a
-    # fraction of a second, which would hold the event loop, and every run of the process, then.
-    container.secret_box()
 
 
 async def close_resources(container: containers.Container) -> None:

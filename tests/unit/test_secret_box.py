@@ -1,13 +1,17 @@
-"""The secret box's keys: Fernet keys as given, passphrases stretched with scrypt (salt and cost documented),
-and credentials stored under the single SHA-256 of older releases still readable until rotated."""
+"""The secret box's keys: generated once when none is configured, Fernet keys as given, passphrases stretched
+with scrypt (salt and cost documented), and credentials stored under the single SHA-256 of older releases still
+readable until rotated."""
 
 import base64
 import hashlib
+import stat
+from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
+from infrastructure.security.keys import secret_keys
 from infrastructure.security.secret_box import FernetSecretBox, SecretUnreadable
 
 PASSPHRASE = "correct horse battery staple"
@@ -53,3 +57,20 @@ def test_a_new_key_takes_over_old_derivations_of_the_old_passphrase() -> None:
     assert FernetSecretBox(["new passphrase"]).open(rotated) == "token-123"
     with pytest.raises(SecretUnreadable):
         FernetSecretBox(["old passphrase"]).open(rotated)
+
+
+def test_a_generated_key_is_kept_for_the_next_start_readable_by_its_owner_only(tmp_path: Path) -> None:
+    [key] = secret_keys([], tmp_path)
+    assert secret_keys([], tmp_path) == [key]
+    assert stat.S_IMODE((tmp_path / "secret.key").stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["secret.key"]
+
+
+def test_processes_starting_side_by_side_all_take_the_key_the_first_one_generated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process generated the key after this one looked for it: this one takes that key, not its own."""
+    [first] = secret_keys([], tmp_path)
+    monkeypatch.setattr(Path, "exists", lambda self: False)  # it looked before the other process's key was there
+    assert secret_keys([], tmp_path) == [first]
+    assert [p.name for p in tmp_path.iterdir()] == ["secret.key"]

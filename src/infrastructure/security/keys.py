@@ -21,8 +21,17 @@ def secret_keys(configured: Sequence[str], data_dir: Path) -> list[str]:
         return [path.read_text().strip()]
     data_dir.mkdir(parents=True, exist_ok=True)
     key = Fernet.generate_key().decode()
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    # Written whole under another name, then linked into place: processes starting side by side on one data
+    # directory all end with the key the first link put there (never a file read half written).
+    fresh = data_dir / f".secret.key.{os.getpid()}"
+    descriptor = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         handle.write(key)
+    try:
+        os.link(fresh, path)
+    except FileExistsError:  # another process generated it first
+        return [path.read_text().strip()]
+    finally:
+        fresh.unlink()
     logger.warning("generated a secret key for stored credentials", extra={"path": str(path)})
     return [key]
