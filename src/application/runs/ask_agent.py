@@ -31,10 +31,10 @@ Answerer = Callable[[Sequence[Elicitation]], Awaitable[Sequence[tuple[str, Elici
 NEEDS_CLIENT = "the agent needs tools that a client runs, which no one can run here"
 NEEDS_ANSWERS = "the agent's tools ask the user questions, and no one here can answer them"
 ANSWER_ROUNDS = 10
+"""How many times in one call the caller is asked before the run is left to wait."""
 END_LEFT_SECONDS = 5.0
 """How long the cancel of a run its caller left may take (the caller, or the run that delegated to it, waits for it:
 it already waited for the run's start, which failed for an outage)."""
-"""How many times in one call the caller is asked before the run is left to wait."""
 
 
 @dataclass(frozen=True, kw_only=True)
