@@ -174,9 +174,10 @@ class AskAgent:
             raise
 
     async def _end_left(self, org_id: OrgId, run_id: RunId, *, interrupted: bool = False) -> None:
+        """Cancelled, or failed as interrupted, unless it ended (end_claimed); left as it is if the database does not
+        answer in time."""
+
         def ended(run: Run, now: datetime) -> bool:
-            if not run.executes:
-                return False  # it ended
             if interrupted:
                 run.interrupt(now)
             else:

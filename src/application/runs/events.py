@@ -151,19 +151,20 @@ async def end_claimed(
     bus: RunEventBus,
     clock: Clock,
 ) -> tuple[Run | None, RunEvent | None]:
-    """A unit of work of its own: the run claimed (whoever held it can no longer write it) and ended by `ending`
-    (given the run and the time; False: it leaves the run as it is, and nothing is committed), stored with its
-    event numbered past any its previous holder published unstored, which is published after commit. The run as
-    stored (None: it was not claimed), and the event (None: it did not end)."""
+    """A unit of work of its own: the run claimed (whoever held it can no longer write it) and, if it still
+    executes (Run.executes: one that ended meanwhile is left as it is), ended by `ending` (given the run and the
+    time; False: it leaves the run as it is), stored with its event numbered past any its previous holder published
+    unstored, which is published after commit; nothing is committed when it does not end. The run as stored (None:
+    it was not claimed), and the event (None: it did not end)."""
     async with uow as unit:
         claimed = await claim(unit)
         if claimed is None:
             return None, None
         run = claimed.run
-        if not ending(run, clock.now()):
+        if not run.executes or not ending(run, clock.now()):
             run.lease -= 1  # not claimed after all (nothing is committed)
             return run, None
         event = await store_ending(unit, run, bus, clock, after_holder=True, last_seq=claimed.last_event_seq)
         await unit.commit()
     await bus.publish(event)
-    return claimed.run, event
+    return run, event

@@ -463,8 +463,6 @@ class RunRecorder:
         lives. The run as stored; None when it is gone."""
 
         def failed(run: Run, now: datetime) -> bool:
-            if not run.executes:
-                return False  # it ended meanwhile
             run.end_after_its_process(RunErrorCode.INTERNAL_ERROR, NOT_STARTED, now)
             return True
 
