@@ -701,7 +701,7 @@ async def one_round(args: argparse.Namespace, mcp_url: str) -> tuple[list[Measur
                 f"time; the bare loop's taking turns with it {m.bare_p50_one * 1000:.1f} ms), errors {m.errors}, "
                 "CPU per run "
                 + ", ".join(
-                    f"{name} {seconds * 1000:.0f} ms" for name, seconds in (m.cpu_per_run | m.other_cpu_per_run).items()
+                    f"{name} {seconds * 1000:.1f} ms" for name, seconds in (m.cpu_per_run | m.other_cpu_per_run).items()
                 ),
                 flush=True,
             )
