@@ -152,3 +152,25 @@ async def test_a_write_unless_cancelled_with_an_older_lease_is_refused(container
         async with as_port(container.uow()) as uow:
             await uow.runs.save(held, unless_cancel_requested=True)
             await uow.commit()
+
+
+async def test_a_run_claimed_to_execute_comes_with_its_agent_and_its_lease_bumped(container: Container) -> None:
+    _thread, run = await queued_run(container)
+    async with as_port(container.uow()) as uow:
+        claimed = await uow.runs.claim_to_execute(run.org_id, run.id)
+        assert claimed is not None
+        await uow.commit()
+    async with as_port(container.uow()).read_only() as uow:
+        agent = await uow.agents.get(run.org_id, run.agent_id)
+        stored = await uow.runs.get(run.org_id, run.id)
+    assert claimed.agent == agent and agent is not None
+    assert stored is not None and claimed.run == stored and stored.lease == run.lease + 1
+    assert claimed.last_event_seq == 1  # run.created
+    async with as_port(container.uow()) as uow:
+        other = builders.organization()
+        await uow.organizations.add(other)
+        assert await uow.runs.claim_to_execute(other.id, run.id) is None  # another organization's run
+        await uow.agents.delete(run.org_id, run.agent_id)
+        again = await uow.runs.claim_to_execute(run.org_id, run.id)
+        await uow.commit()
+    assert again is not None and again.agent is None and again.run.lease == run.lease + 2

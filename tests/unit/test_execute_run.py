@@ -19,6 +19,7 @@ from application.ports.mcp import (
     McpToolResult,
 )
 from application.ports.native_tools import CommandSpec
+from application.ports.persistence import ClaimedToExecute
 from application.ports.tracing import Level
 from application.runs.create_run import CreateRun, CreateRunCommand
 from application.runs.events import UNSTORED_SEQS
@@ -27,7 +28,7 @@ from application.runs.tools.calls import ToolLimits
 from application.runs.tools.handler import ToolContext, ToolOutcome
 from domain.agents import Agent
 from domain.elicitation import Elicitation
-from domain.ids import AgentId, MessageId, OrgId, RunId
+from domain.ids import MessageId, OrgId, RunId
 from domain.messages import Message, MessageRole, TextContent, ToolResultContent, ToolUseContent
 from domain.native_tools import ToolRef
 from domain.run_events import RunCompleted, RunFailed, ToolCallCompleted, ToolCallStarted
@@ -36,7 +37,7 @@ from domain.threads import Thread
 from domain.tools import Tool, ToolType
 from domain.usage import Usage
 from tests.unit.fakes.app import FakeApp, admin
-from tests.unit.fakes.persistence import FakeAgents
+from tests.unit.fakes.persistence import FakeRuns
 from tests.unit.fakes.ports import NOW, Commands, FakeGateway, Hold, answer, call, calls
 
 COMMANDS = Commands(CommandSpec(name="deploy", description="Deploy"), CommandSpec(name="check", description="Check"))
@@ -695,14 +696,14 @@ async def test_a_run_that_cannot_start_for_an_unexpected_error_fails_and_its_thr
     internal_error, said with its event, instead of staying queued, its thread busy, while its process lives."""
     agent, thread, run = await queued(app)
     unreadable = {"once": True}
-    readable = FakeAgents.get
+    readable = FakeRuns.claim_to_execute
 
-    async def get(self: FakeAgents, org_id: OrgId, agent_id: AgentId) -> Agent | None:
-        if unreadable.pop("once", False):
+    async def claim_to_execute(self: FakeRuns, org_id: OrgId, run_id: RunId) -> ClaimedToExecute | None:
+        if unreadable.pop("once", False):  # (the agent is read with the claim)
             raise ValueError("a stored agent this version cannot read")
-        return await readable(self, org_id, agent_id)
+        return await readable(self, org_id, run_id)
 
-    monkeypatch.setattr(FakeAgents, "get", get)
+    monkeypatch.setattr(FakeRuns, "claim_to_execute", claim_to_execute)
     failed = await app.execute_run().execute(run.org_id, run.id)
 
     assert status(failed) is RunStatus.FAILED and failed.error is not None

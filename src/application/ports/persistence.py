@@ -29,6 +29,12 @@ class ClaimedRun:
     """The number of the run's last stored event (0: none), read with the claim."""
 
 
+@dataclass(frozen=True)
+class ClaimedToExecute(ClaimedRun):
+    agent: Agent | None
+    """The run's agent, read with the claim (None: it was deleted)."""
+
+
 class OrganizationRepository(Protocol):
     async def add(self, org: Organization) -> None: ...
     async def get(self, org_id: OrgId) -> Organization | None: ...
@@ -331,6 +337,11 @@ class RunRepository(Protocol):
     async def claim(self, org_id: OrgId, run_id: RunId) -> ClaimedRun | None:
         """Take the run to execute it: lock it, as `get(for_update=True)` does, and bump its lease, so the writes
         of whoever held it before are refused from now on; with the number of its last stored event."""
+        ...
+
+    async def claim_to_execute(self, org_id: OrgId, run_id: RunId) -> ClaimedToExecute | None:
+        """`claim`, with the run's agent (in the same statement where the database allows: one round trip fewer as
+        a worker takes a run)."""
         ...
 
     async def save(self, run: Run, *, unless_cancel_requested: bool = False, hold: bool = False) -> None:

@@ -171,7 +171,7 @@ class RunRecorder:
         without a last word (lost, or handed back): its events go on past any that holder published without
         storing them, from a run.in_progress event stored at once (see RunEventStream)."""
         async with self._uow as uow:
-            claimed = await uow.runs.claim(org_id, run_id)
+            claimed = await uow.runs.claim_to_execute(org_id, run_id)
             if claimed is None:
                 raise RunNotFound(f"run {run_id} not found")
             run, last_seq = claimed.run, claimed.last_event_seq
@@ -199,7 +199,7 @@ class RunRecorder:
             events = await RunEventStream.resume(
                 uow, org_id, run_id, self._bus, self._clock, past_unstored=after_holder, last_seq=last_seq
             )
-            agent = await uow.agents.get(org_id, run.agent_id)
+            agent = claimed.agent
             payload = self._starting(run, agent)
             history: list[Message] = []
             summary = None

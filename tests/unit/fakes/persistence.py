@@ -21,6 +21,7 @@ from application.ports.persistence import (
     ArgumentValueRepository,
     AuditEventRepository,
     ClaimedRun,
+    ClaimedToExecute,
     EmbeddingState,
     HistorySummary,
     McpIntegrationRepository,
@@ -484,9 +485,10 @@ class FakeRuns:
         events: "FakeRunEvents",
         jobs: Table[RunId, OrgId] | None = None,
         silent_holders: set[RunId] | None = None,
+        agents: Table[AgentId, Agent] | None = None,
     ) -> None:
         self._jobs, self._silent = jobs, silent_holders if silent_holders is not None else set()
-        self.table, self._events = table, events
+        self.table, self._events, self._agents = table, events, agents
 
     async def add(self, run: Run) -> None:
         key = run.idempotency_key
@@ -575,6 +577,15 @@ class FakeRuns:
         self.table.put(run_id, found)
         self._silent.discard(run_id)  # held by this process now
         return ClaimedRun(found, await self._events.last_seq(run_id))
+
+    async def claim_to_execute(self, org_id: OrgId, run_id: RunId) -> ClaimedToExecute | None:
+        claimed = await self.claim(org_id, run_id)
+        if claimed is None:
+            return None
+        assert self._agents is not None
+        agent = self._agents.get(claimed.run.agent_id)
+        mine = agent if agent is not None and agent.org_id == org_id else None
+        return ClaimedToExecute(claimed.run, claimed.last_event_seq, mine)
 
     async def save(self, run: Run, *, unless_cancel_requested: bool = False, hold: bool = False) -> None:
         stored = self.table.get(run.id)
@@ -753,7 +764,9 @@ class FakeUnitOfWork:
         self.thread_summaries: ThreadSummaryRepository = FakeThreadSummaries(self._table(s.thread_summaries))
         run_events = FakeRunEvents(self._table(s.run_events))
         run_jobs = None if s.run_jobs is None else self._table(s.run_jobs)
-        self.runs: RunRepository = FakeRuns(self._table(s.runs), run_events, run_jobs, s.silent_holders)
+        self.runs: RunRepository = FakeRuns(
+            self._table(s.runs), run_events, run_jobs, s.silent_holders, self._table(s.agents)
+        )
         self.run_events: RunEventRepository = run_events
         self.run_jobs: RunJobRepository = FakeRunJobs(run_jobs)
         self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))

@@ -59,6 +59,11 @@ def _values(agent: Agent) -> dict[str, Any]:
 _GET = Prepared(select(agents).where(agents.c.org_id == bindparam("p_org"), agents.c.id == bindparam("p_id")))
 
 
+async def agent_of(connection: UnitConnection, org_id: OrgId, agent_id: AgentId) -> Agent | None:
+    row = (await connection.run(_GET, {"p_org": org_id, "p_id": agent_id})).first()
+    return to_agent(row) if row else None
+
+
 class SqlAgentRepository:
     def __init__(self, connection: UnitConnection) -> None:
         self._conn = connection
@@ -68,8 +73,7 @@ class SqlAgentRepository:
         await self._write(insert(agents).values(**values), agent.slug)
 
     async def get(self, org_id: OrgId, agent_id: AgentId) -> Agent | None:
-        row = (await self._conn.run(_GET, {"p_org": org_id, "p_id": agent_id})).first()
-        return to_agent(row) if row else None
+        return await agent_of(self._conn, org_id, agent_id)
 
     async def get_by_slug(self, org_id: OrgId, slug: str) -> Agent | None:
         row = (await self._conn.execute(select(agents).where(agents.c.org_id == org_id, agents.c.slug == slug))).first()

@@ -7,7 +7,7 @@ from sqlalchemy import Boolean, Text, and_, bindparam, case, cast, false, func, 
 from sqlalchemy.exc import IntegrityError
 
 from application.errors import CancelRequested, LeaseLost
-from application.ports.persistence import ClaimedRun
+from application.ports.persistence import ClaimedRun, ClaimedToExecute
 from domain.elicitation import Elicitation, ElicitationAction, ElicitationAnswer
 from domain.ids import AgentId, OrgId, RunId, ThreadId
 from domain.run_events import RunEvent, RunEventType
@@ -25,11 +25,12 @@ from domain.usage import Usage
 from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.errors import refused
 from infrastructure.persistence.prepared import Prepared
-from infrastructure.persistence.repositories._rows import utc, utc_required
+from infrastructure.persistence.repositories._rows import Prefixed, utc, utc_required
+from infrastructure.persistence.repositories.agents import agent_of, to_agent
 from infrastructure.persistence.repositories.run_jobs import WITHOUT_A_JOB
 from infrastructure.persistence.repositories.usage import record_new_steps
 from infrastructure.persistence.run_holders import NOT_HELD_BY_A_LIVE_PROCESS, PROCESS_KEY, SILENT_HOLDER
-from infrastructure.persistence.tables import UNFINISHED_STATUSES, run_events, runs
+from infrastructure.persistence.tables import UNFINISHED_STATUSES, agents, run_events, runs
 from infrastructure.run_event_json import event_data, event_payload
 
 
@@ -197,6 +198,19 @@ _CLAIM = Prepared(
     .values(lease=runs.c.lease + 1, holder=PROCESS_KEY)
     .returning(*runs.c, _LAST_SEQ_OF_RUN.label("last_event_seq"))
 )
+_AGENT = "agent__"  # a label prefix no column of runs starts with ("agent_id" is one of them)
+_CLAIMED = (
+    update(runs)
+    .where(*_WHERE)
+    .values(lease=runs.c.lease + 1, holder=PROCESS_KEY)
+    .returning(*runs.c, _LAST_SEQ_OF_RUN.label("last_event_seq"))
+    .cte("claimed")
+)
+_CLAIM_WITH_AGENT = Prepared(  # PostgreSQL (SQLite has no UPDATE in a WITH): the claim and its agent in one statement
+    select(_CLAIMED, *(column.label(_AGENT + column.name) for column in agents.c)).select_from(
+        _CLAIMED.outerjoin(agents, and_(agents.c.org_id == _CLAIMED.c.org_id, agents.c.id == _CLAIMED.c.agent_id))
+    )
+)
 _INSERT = Prepared(insert(runs))
 _SAVE_UNLESS_CANCEL = Prepared(
     update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease"), runs.c.cancel_requested == false()).values(_SLOT)
@@ -270,6 +284,20 @@ class SqlRunRepository:
         # One statement: the bump locks the row as SELECT ... FOR UPDATE would, and returns it.
         row = (await self._conn.run(_CLAIM, {"p_org": org_id, "p_id": run_id})).first()
         return ClaimedRun(_to_entity(row), row.last_event_seq or 0) if row else None
+
+    async def claim_to_execute(self, org_id: OrgId, run_id: RunId) -> ClaimedToExecute | None:
+        if self._conn.dialect.name != "postgresql":  # one hop either way (sqlite_driver.py)
+            claimed = await self.claim(org_id, run_id)
+            if claimed is None:
+                return None
+            agent = await agent_of(self._conn, org_id, claimed.run.agent_id)
+            return ClaimedToExecute(claimed.run, claimed.last_event_seq, agent)
+        row = (await self._conn.run(_CLAIM_WITH_AGENT, {"p_org": org_id, "p_id": run_id})).first()
+        if row is None:
+            return None
+        columns = Prefixed(row, _AGENT)
+        agent = to_agent(columns) if columns.id is not None else None
+        return ClaimedToExecute(_to_entity(row), row.last_event_seq or 0, agent)
 
     async def find_by_idempotency_key(self, org_id: OrgId, key: str) -> Run | None:
         query = select(runs).where(runs.c.org_id == org_id, runs.c.idempotency_key == key)

@@ -9,7 +9,7 @@ from domain.ids import AgentId, OrgId, ThreadId
 from domain.threads import Thread
 from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.prepared import Prepared
-from infrastructure.persistence.repositories._rows import utc_required
+from infrastructure.persistence.repositories._rows import Prefixed, utc_required
 from infrastructure.persistence.repositories.agents import to_agent
 from infrastructure.persistence.tables import agents, threads
 
@@ -25,18 +25,6 @@ def _to_entity(row: Any) -> Thread:
         created_at=utc_required(row.created_at),
         updated_at=utc_required(row.updated_at),
     )
-
-
-class _Prefixed:
-    """A row's columns whose labels start with a prefix, by their names without it."""
-
-    __slots__ = ("_prefix", "_row")
-
-    def __init__(self, row: Any, prefix: str) -> None:
-        self._row, self._prefix = row, prefix
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._row, self._prefix + name)
 
 
 # The statements a run uses at every step: compiled once, sent straight to the driver (prepared.py).
@@ -92,7 +80,7 @@ class SqlThreadRepository:
         row = (await self._conn.run(_GET_TO_RUN, parameters)).first()
         if row is None:
             return None
-        agent = _Prefixed(row, _AGENT)
+        agent = Prefixed(row, _AGENT)
         return ThreadToRun(thread=_to_entity(row), agent=to_agent(agent) if agent.id is not None else None)
 
     async def list(
