@@ -192,20 +192,15 @@ _GET_FOR_UPDATE = Prepared(select(runs).where(*_WHERE).with_for_update())
 _SLOT = {"admitted_at": case((bindparam("p_executing", type_=Boolean), runs.c.admitted_at), else_=null())}
 _SAVE = Prepared(update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease")).values(_SLOT))
 _LAST_SEQ_OF_RUN = select(func.max(run_events.c.seq)).where(run_events.c.run_id == runs.c.id).scalar_subquery()
-_CLAIM = Prepared(
+_CLAIMING = (
     update(runs)
     .where(*_WHERE)
     .values(lease=runs.c.lease + 1, holder=PROCESS_KEY)
     .returning(*runs.c, _LAST_SEQ_OF_RUN.label("last_event_seq"))
 )
+_CLAIM = Prepared(_CLAIMING)
 _AGENT = "agent__"  # a label prefix no column of runs starts with ("agent_id" is one of them)
-_CLAIMED = (
-    update(runs)
-    .where(*_WHERE)
-    .values(lease=runs.c.lease + 1, holder=PROCESS_KEY)
-    .returning(*runs.c, _LAST_SEQ_OF_RUN.label("last_event_seq"))
-    .cte("claimed")
-)
+_CLAIMED = _CLAIMING.cte("claimed")
 _CLAIM_WITH_AGENT = Prepared(  # PostgreSQL (SQLite has no UPDATE in a WITH): the claim and its agent in one statement
     select(_CLAIMED, *(column.label(_AGENT + column.name) for column in agents.c)).select_from(
         _CLAIMED.outerjoin(agents, and_(agents.c.org_id == _CLAIMED.c.org_id, agents.c.id == _CLAIMED.c.agent_id))
