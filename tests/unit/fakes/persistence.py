@@ -483,9 +483,9 @@ class FakeRuns:
         self,
         table: Table[RunId, Run],
         events: "FakeRunEvents",
+        agents: Table[AgentId, Agent],
         jobs: Table[RunId, OrgId] | None = None,
         silent_holders: set[RunId] | None = None,
-        agents: Table[AgentId, Agent] | None = None,
     ) -> None:
         self._jobs, self._silent = jobs, silent_holders if silent_holders is not None else set()
         self.table, self._events, self._agents = table, events, agents
@@ -582,7 +582,6 @@ class FakeRuns:
         claimed = await self.claim(org_id, run_id)
         if claimed is None:
             return None
-        assert self._agents is not None
         agent = self._agents.get(claimed.run.agent_id)
         mine = agent if agent is not None and agent.org_id == org_id else None
         return ClaimedToExecute(claimed.run, claimed.last_event_seq, mine)
@@ -765,7 +764,7 @@ class FakeUnitOfWork:
         run_events = FakeRunEvents(self._table(s.run_events))
         run_jobs = None if s.run_jobs is None else self._table(s.run_jobs)
         self.runs: RunRepository = FakeRuns(
-            self._table(s.runs), run_events, run_jobs, s.silent_holders, self._table(s.agents)
+            self._table(s.runs), run_events, self._table(s.agents), run_jobs, s.silent_holders
         )
         self.run_events: RunEventRepository = run_events
         self.run_jobs: RunJobRepository = FakeRunJobs(run_jobs)

@@ -1,5 +1,4 @@
 from datetime import UTC, datetime
-from typing import Any
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -11,15 +10,3 @@ def utc(value: datetime | None) -> datetime | None:
 
 def utc_required(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-class Prefixed:
-    """A row's columns whose labels start with a prefix, by their names without it."""
-
-    __slots__ = ("_prefix", "_row")
-
-    def __init__(self, row: Any, prefix: str) -> None:
-        self._row, self._prefix = row, prefix
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._row, self._prefix + name)

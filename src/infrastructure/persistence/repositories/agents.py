@@ -59,6 +59,29 @@ def _values(agent: Agent) -> dict[str, Any]:
 _GET = Prepared(select(agents).where(agents.c.org_id == bindparam("p_org"), agents.c.id == bindparam("p_id")))
 
 
+_JOINED = "agent__"  # a label prefix no column of threads or runs starts with ("agent_id" is one of them)
+JOINED_AGENT = tuple(column.label(_JOINED + column.name) for column in agents.c)
+"""The agents table's columns, to select beside a row joined to its agent (outer join); read with `joined_agent`."""
+
+
+class _Prefixed:
+    """A row's columns whose labels start with a prefix, by their names without it."""
+
+    __slots__ = ("_prefix", "_row")
+
+    def __init__(self, row: Any, prefix: str) -> None:
+        self._row, self._prefix = row, prefix
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._row, self._prefix + name)
+
+
+def joined_agent(row: Any) -> Agent | None:
+    """The agent selected with JOINED_AGENT beside the row; None when the outer join found none."""
+    columns = _Prefixed(row, _JOINED)
+    return to_agent(columns) if columns.id is not None else None
+
+
 async def agent_of(connection: UnitConnection, org_id: OrgId, agent_id: AgentId) -> Agent | None:
     row = (await connection.run(_GET, {"p_org": org_id, "p_id": agent_id})).first()
     return to_agent(row) if row else None

@@ -25,8 +25,8 @@ from domain.usage import Usage
 from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.errors import refused
 from infrastructure.persistence.prepared import Prepared
-from infrastructure.persistence.repositories._rows import Prefixed, utc, utc_required
-from infrastructure.persistence.repositories.agents import agent_of, to_agent
+from infrastructure.persistence.repositories._rows import utc, utc_required
+from infrastructure.persistence.repositories.agents import JOINED_AGENT, agent_of, joined_agent
 from infrastructure.persistence.repositories.run_jobs import WITHOUT_A_JOB
 from infrastructure.persistence.repositories.usage import record_new_steps
 from infrastructure.persistence.run_holders import NOT_HELD_BY_A_LIVE_PROCESS, PROCESS_KEY, SILENT_HOLDER
@@ -199,10 +199,9 @@ _CLAIMING = (
     .returning(*runs.c, _LAST_SEQ_OF_RUN.label("last_event_seq"))
 )
 _CLAIM = Prepared(_CLAIMING)
-_AGENT = "agent__"  # a label prefix no column of runs starts with ("agent_id" is one of them)
 _CLAIMED = _CLAIMING.cte("claimed")
 _CLAIM_WITH_AGENT = Prepared(  # PostgreSQL (SQLite has no UPDATE in a WITH): the claim and its agent in one statement
-    select(_CLAIMED, *(column.label(_AGENT + column.name) for column in agents.c)).select_from(
+    select(_CLAIMED, *JOINED_AGENT).select_from(
         _CLAIMED.outerjoin(agents, and_(agents.c.org_id == _CLAIMED.c.org_id, agents.c.id == _CLAIMED.c.agent_id))
     )
 )
@@ -290,9 +289,7 @@ class SqlRunRepository:
         row = (await self._conn.run(_CLAIM_WITH_AGENT, {"p_org": org_id, "p_id": run_id})).first()
         if row is None:
             return None
-        columns = Prefixed(row, _AGENT)
-        agent = to_agent(columns) if columns.id is not None else None
-        return ClaimedToExecute(_to_entity(row), row.last_event_seq or 0, agent)
+        return ClaimedToExecute(_to_entity(row), row.last_event_seq or 0, joined_agent(row))
 
     async def find_by_idempotency_key(self, org_id: OrgId, key: str) -> Run | None:
         query = select(runs).where(runs.c.org_id == org_id, runs.c.idempotency_key == key)

@@ -9,8 +9,8 @@ from domain.ids import AgentId, OrgId, ThreadId
 from domain.threads import Thread
 from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.prepared import Prepared
-from infrastructure.persistence.repositories._rows import Prefixed, utc_required
-from infrastructure.persistence.repositories.agents import to_agent
+from infrastructure.persistence.repositories._rows import utc_required
+from infrastructure.persistence.repositories.agents import JOINED_AGENT, joined_agent
 from infrastructure.persistence.tables import agents, threads
 
 
@@ -31,9 +31,8 @@ def _to_entity(row: Any) -> Thread:
 _WHERE = (threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_id"))
 _GET = Prepared(select(threads).where(*_WHERE))
 _GET_FOR_UPDATE = Prepared(select(threads).where(*_WHERE).with_for_update())
-_AGENT = "agent__"  # a label prefix no column of threads starts with ("agent_id" is one of them)
 _GET_TO_RUN = Prepared(
-    select(threads, *(column.label(_AGENT + column.name) for column in agents.c))
+    select(threads, *JOINED_AGENT)
     .select_from(
         threads.outerjoin(
             agents,
@@ -80,8 +79,7 @@ class SqlThreadRepository:
         row = (await self._conn.run(_GET_TO_RUN, parameters)).first()
         if row is None:
             return None
-        agent = Prefixed(row, _AGENT)
-        return ThreadToRun(thread=_to_entity(row), agent=to_agent(agent) if agent.id is not None else None)
+        return ThreadToRun(thread=_to_entity(row), agent=joined_agent(row))
 
     async def list(
         self, org_id: OrgId, *, limit: int, after: ThreadId | None, agent_id: AgentId | None = None
