@@ -48,6 +48,33 @@ async def test_concurrent_requests_with_one_idempotency_key_all_get_its_run(
     assert [m["role"] for m in await messages(client, tenant, thread)] == ["user", "assistant"]
 
 
+@pytest.mark.parametrize("with_input", [True, False], ids=["with input", "on the thread's messages"])
+async def test_concurrent_requests_for_runs_of_one_thread_take_it_in_turn(
+    client: httpx.AsyncClient, tenant: Tenant, with_input: bool
+) -> None:
+    """Without a key: a request is refused as ThreadBusy while another's run has not ended (even one created at
+    the same moment), and leaves nothing in the thread; the runs created do not overlap."""
+    _, thread = await agent_and_thread(client, tenant, model="threadline-offline")
+    url = f"/v1/threads/{thread['id']}/runs"
+    asked = [] if with_input else ["user"]
+    if not with_input:
+        posted = await client.post(f"/v1/threads/{thread['id']}/messages", json={"content": "hi"}, headers=tenant.admin)
+        assert posted.status_code == 201, posted.text
+    bodies = [{"input": f"turn {i}"} if with_input else {} for i in range(10)]
+    responses = await asyncio.gather(*(client.post(url, json=body, headers=tenant.admin) for body in bodies))
+    created = [r.json()["id"] for r in responses if r.status_code == 201]
+    assert created, [r.text for r in responses]
+    for response in responses:
+        if response.status_code != 201:
+            refused(response, 409, "ThreadBusy")
+    for run_id in created:
+        assert (await settle(client, tenant, run_id))["status"] == "completed"
+    listed = (await client.get(f"{url}?limit=100", headers=tenant.admin)).json()["data"]
+    assert sorted(r["id"] for r in listed) == sorted(created)
+    turn = ["user", "assistant"] if with_input else ["assistant"]
+    assert [m["role"] for m in await messages(client, tenant, thread)] == asked + turn * len(created)
+
+
 async def test_an_idempotency_key_sent_with_another_request_is_refused(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:

@@ -1,23 +1,26 @@
+import asyncio
 import os
 from dataclasses import replace
 from uuid import uuid4
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from application.errors import Conflict, LeaseLost
-from application.ports.persistence import UnitOfWork
+from application.ports.persistence import UnfinishedRun, UnitOfWork
 from domain.ids import MessageId
 from domain.messages import Message, MessageRole, TextContent
 from domain.organizations import Organization
 from domain.run_events import RunEvent, RunInProgress
-from domain.runs import Run, RunStep
+from domain.runs import Run, RunStatus, RunStep
 from domain.threads import Thread
 from domain.usage import Usage
 from infrastructure.container import Container
 from tests import builders
 from tests.builders import NOW
 from tests.conftest import as_port
+from tests.databases import backend
 
 
 async def test_nothing_is_written_without_commit(container: Container) -> None:
@@ -53,7 +56,6 @@ async def test_committed_work_is_visible_with_timezones(container: Container) ->
 
 async def test_one_unit_of_work_serves_concurrent_tasks(container: Container) -> None:
     """Parallel tool calls share their use cases: each task must get a transaction of its own."""
-    import asyncio
 
     uow = as_port(container.uow())
     orgs = [builders.organization(slug=f"concurrent-{i}") for i in range(5)]
@@ -268,11 +270,16 @@ async def test_a_value_too_long_for_its_column_fails_the_step_instead_of_being_c
     await _nothing_of_the_step(container, thread, run)
 
 
-async def test_a_thread_read_to_run_comes_with_the_agent_asked_for(container: Container) -> None:
+async def test_a_thread_read_to_run_comes_with_the_agent_asked_for_and_its_unfinished_run(
+    container: Container,
+) -> None:
     org, other = builders.organization(), builders.organization()
     default, named = builders.agent(org.id, slug="default"), builders.agent(org.id, slug="named")
     foreign = builders.agent(other.id, slug="foreign")
     thread, bare = builders.thread(org.id, agent_id=default.id), builders.thread(org.id)
+    ended = builders.run(org.id, thread.id, default.id)
+    ended.cancel(NOW)
+    waiting = builders.run(org.id, thread.id, default.id)
     async with as_port(container.uow()) as uow:
         for organization in (org, other):
             await uow.organizations.add(organization)
@@ -280,6 +287,8 @@ async def test_a_thread_read_to_run_comes_with_the_agent_asked_for(container: Co
             await uow.agents.add(agent)
         for added in (thread, bare):
             await uow.threads.add(added)
+        for run in (ended, waiting):
+            await uow.runs.add(run)
         await uow.commit()
 
     async with as_port(container.uow()) as uow:
@@ -289,7 +298,59 @@ async def test_a_thread_read_to_run_comes_with_the_agent_asked_for(container: Co
         agentless = await uow.threads.get_to_run(org.id, bare.id, None)
         not_ours = await uow.threads.get_to_run(other.id, thread.id, None)
     assert own is not None and own.thread == thread and own.agent == default
+    assert own.unfinished == UnfinishedRun(id=waiting.id, status=RunStatus.QUEUED)  # not the one that ended
     assert asked is not None and asked.thread == thread and asked.agent == named  # the thread keeps its agent
     assert elsewhere is not None and elsewhere.thread == thread and elsewhere.agent is None
     assert agentless is not None and agentless.thread == bare and agentless.agent is None
+    assert agentless.unfinished is None
     assert not_ours is None
+
+
+WAITING_FOR_A_ROW_LOCK = text("SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted")
+
+
+@pytest.mark.skipif(backend() != "postgresql", reason="SQLite has one writer at a time")
+async def test_a_thread_read_to_run_after_waiting_for_another_creation_comes_with_its_run(
+    container: Container,
+) -> None:
+    """Two creations on one thread: the second waits for the thread's lock, and its statement's snapshot is older
+    than the first one's commit. It still reads the first one's run (and refuses to create another)."""
+    org = builders.organization()
+    agent = builders.agent(org.id)
+    thread = builders.thread(org.id, agent_id=agent.id)
+    async with as_port(container.uow()) as uow:
+        await uow.organizations.add(org)
+        await uow.agents.add(agent)
+        await uow.threads.add(thread)
+        await uow.commit()
+    first_run = builders.run(org.id, thread.id, agent.id)
+    first_holds, release_first = asyncio.Event(), asyncio.Event()
+
+    async def first() -> None:
+        async with as_port(container.uow()) as uow:
+            found = await uow.threads.get_to_run(org.id, thread.id, None)
+            assert found is not None and found.unfinished is None
+            await uow.threads.save(found.thread)  # as a run's creation writes its thread
+            await uow.runs.add(first_run)
+            first_holds.set()
+            await release_first.wait()
+            await uow.commit()
+
+    async def second() -> UnfinishedRun | None:
+        async with as_port(container.uow()) as uow:
+            found = await uow.threads.get_to_run(org.id, thread.id, None)
+            assert found is not None
+            return found.unfinished
+
+    creating = asyncio.create_task(first())
+    await first_holds.wait()
+    waiting = asyncio.create_task(second())
+    async with asyncio.timeout(10):  # the second creation is queued behind the first one's lock on the thread
+        while True:
+            async with container.database().engine.connect() as conn:
+                if (await conn.execute(WAITING_FOR_A_ROW_LOCK)).scalar_one() >= 1:
+                    break
+            await asyncio.sleep(0.05)
+    release_first.set()
+    await creating
+    assert await waiting == UnfinishedRun(id=first_run.id, status=RunStatus.QUEUED)

@@ -74,13 +74,26 @@ class AgentRepository(Protocol):
 
 
 @dataclass(frozen=True)
+class UnfinishedRun:
+    """A thread's run that has not ended, as much of it as refusing another run names."""
+
+    id: RunId
+    status: RunStatus
+
+
+@dataclass(frozen=True)
 class ThreadToRun:
-    """A thread locked for a new run, with the agent the run would take, read together (one round trip)."""
+    """A thread locked for a new run, with the agent the run would take and its unfinished run, read together
+    (one round trip)."""
 
     thread: Thread
     agent: Agent | None
     """The agent the run would take (the one asked for, else the thread's); None when there is none or it is not
     found in the organization."""
+    unfinished: UnfinishedRun | None
+    """The thread's run that has not ended, as it stands once the thread is locked. Every transaction that creates
+    a run on a thread writes the thread's row: that is how, on PostgreSQL, this read knows it waited for one (and
+    reads the runs again)."""
 
 
 class ThreadRepository(Protocol):
@@ -88,9 +101,8 @@ class ThreadRepository(Protocol):
     async def get(self, org_id: OrgId, thread_id: ThreadId, *, for_update: bool = False) -> Thread | None: ...
     async def get_to_run(self, org_id: OrgId, thread_id: ThreadId, agent_id: AgentId | None) -> ThreadToRun | None:
         """The thread locked as `get(for_update=True)` locks it, with the agent `agent_id` names (else the
-        thread's); None when the organization has no such thread. (Not its active run: on PostgreSQL a statement
-        that waited for the lock reads other tables as they were when it began, so a run created by the
-        transaction it waited for would not be seen. That is read after, by a statement of its own.)"""
+        thread's) and its unfinished run (see ThreadToRun.unfinished); None when the organization has no such
+        thread."""
         ...
 
     async def list(

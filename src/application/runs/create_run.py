@@ -92,9 +92,11 @@ class CreateRun:
             if agent is None:
                 raise InvalidReference(f"agent {agent_id} not found")
             await check_client_tools(uow, agent, command.client_tools)
-            active = await uow.runs.active_in_thread(org_id, thread.id)
-            if active is not None:
+            if found.unfinished is not None:
+                active = found.unfinished
                 raise ThreadBusy(f"the thread already has a {active.status.value} run ({active.id})")
+            if command.input is None:  # the thread is written all the same, as every run's creation writes it
+                await uow.threads.save(thread)
             queued = await queue_run(
                 uow,
                 clock=self._clock,

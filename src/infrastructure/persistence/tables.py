@@ -17,9 +17,11 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     Uuid,
+    literal_column,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql import ColumnElement
 
 from domain.runs import RunStatus
 
@@ -243,6 +245,14 @@ UNFINISHED_STATUSES = tuple(status.value for status in RunStatus if not status.i
 """A run's statuses until it ends (the runs a thread may have one of)."""
 UNFINISHED = f"status IN ({', '.join(repr(status) for status in UNFINISHED_STATUSES)})"
 UNFINISHED_RUN_OF_THREAD = "uq_runs_thread_id_unfinished"
+
+
+def is_unfinished(status: ColumnElement[str]) -> ColumnElement[bool]:
+    """A run's status is one it has until it ends: the statuses written in the statement, not sent as parameters,
+    so that a prepared statement's plan can read a thread's unfinished run through UNFINISHED_RUN_OF_THREAD."""
+    return status.in_([literal_column(f"'{value}'") for value in UNFINISHED_STATUSES])
+
+
 HOLDING_SLOT = "admitted_at IS NOT NULL AND status IN ('queued', 'in_progress', 'requires_action')"
 """A run that holds one of its organization's slots (worker mode's admission: limits/admission.py): admitted and not
 ended (the write that stores a run waiting for its client gives its slot back; one whose open tool call waits for its

@@ -41,6 +41,7 @@ from application.ports.persistence import (
     ThreadRepository,
     ThreadSummaryRepository,
     ThreadToRun,
+    UnfinishedRun,
     UsageGrouping,
     UsageLine,
     UsageRepository,
@@ -232,8 +233,9 @@ class FakeThreads:
         table: Table[ThreadId, Thread],
         messages: Table[MessageId, Message],
         agents: Table[AgentId, Agent],
+        runs: Table[RunId, Run],
     ) -> None:
-        self.table, self._messages, self._agents = table, messages, agents
+        self.table, self._messages, self._agents, self._runs = table, messages, agents, runs
 
     async def add(self, thread: Thread) -> None:
         self.table.put(thread.id, thread)
@@ -248,7 +250,12 @@ class FakeThreads:
             return None
         wanted = agent_id or thread.agent_id
         agent = self._agents.get(wanted) if wanted is not None else None
-        return ThreadToRun(thread=thread, agent=agent if agent is not None and agent.org_id == org_id else None)
+        unfinished = next(iter(self._runs.where(lambda r: r.thread_id == thread_id and not r.status.is_terminal)), None)
+        return ThreadToRun(
+            thread=thread,
+            agent=agent if agent is not None and agent.org_id == org_id else None,
+            unfinished=UnfinishedRun(id=unfinished.id, status=unfinished.status) if unfinished is not None else None,
+        )
 
     async def list(
         self, org_id: OrgId, *, limit: int, after: ThreadId | None, agent_id: AgentId | None = None
@@ -750,12 +757,12 @@ class FakeUnitOfWork:
         self._read_only = read_only
         self._tables: list[Table[Any, Any]] = []
         s = self.store
-        messages, threads = self._table(s.messages), self._table(s.threads)
+        messages, threads, runs = self._table(s.messages), self._table(s.threads), self._table(s.runs)
         self.organizations: OrganizationRepository = FakeOrganizations(self._table(s.organizations))
         self.api_keys: ApiKeyRepository = FakeApiKeys(self._table(s.api_keys))
         self.agents: AgentRepository = FakeAgents(self._table(s.agents))
         self.messages: MessageRepository = FakeMessages(messages)
-        self.threads: ThreadRepository = FakeThreads(threads, messages, self._table(s.agents))
+        self.threads: ThreadRepository = FakeThreads(threads, messages, self._table(s.agents), runs)
         self.integrations: McpIntegrationRepository = FakeIntegrations(self._table(s.integrations))
         self.sources: SourceRepository = FakeSources(self._table(s.sources))
         self.passages: PassageRepository = FakePassages(self._table(s.passages))
@@ -763,9 +770,7 @@ class FakeUnitOfWork:
         self.thread_summaries: ThreadSummaryRepository = FakeThreadSummaries(self._table(s.thread_summaries))
         run_events = FakeRunEvents(self._table(s.run_events))
         run_jobs = None if s.run_jobs is None else self._table(s.run_jobs)
-        self.runs: RunRepository = FakeRuns(
-            self._table(s.runs), run_events, self._table(s.agents), run_jobs, s.silent_holders
-        )
+        self.runs: RunRepository = FakeRuns(runs, run_events, self._table(s.agents), run_jobs, s.silent_holders)
         self.run_events: RunEventRepository = run_events
         self.run_jobs: RunJobRepository = FakeRunJobs(run_jobs)
         self.prompt_templates: PromptTemplateRepository = FakePromptTemplates(self._table(s.templates))

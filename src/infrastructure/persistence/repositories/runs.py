@@ -30,7 +30,7 @@ from infrastructure.persistence.repositories.agents import JOINED_AGENT, agent_o
 from infrastructure.persistence.repositories.run_jobs import WITHOUT_A_JOB
 from infrastructure.persistence.repositories.usage import record_new_steps
 from infrastructure.persistence.run_holders import NOT_HELD_BY_A_LIVE_PROCESS, PROCESS_KEY, SILENT_HOLDER
-from infrastructure.persistence.tables import UNFINISHED_STATUSES, agents, run_events, runs
+from infrastructure.persistence.tables import UNFINISHED_STATUSES, agents, is_unfinished, run_events, runs
 from infrastructure.run_event_json import event_data, event_payload
 
 
@@ -210,13 +210,9 @@ _SAVE_UNLESS_CANCEL = Prepared(
     update(runs).where(*_WHERE, runs.c.lease == bindparam("p_lease"), runs.c.cancel_requested == false()).values(_SLOT)
 )
 _HOLD = Prepared(select(runs.c.lease, runs.c.cancel_requested).where(*_WHERE))
-_ACTIVE_IN_THREAD = Prepared(  # read as a run is created: the statuses compared one by one (an IN would expand)
+_ACTIVE_IN_THREAD = Prepared(
     select(runs)
-    .where(
-        runs.c.org_id == bindparam("p_org"),
-        runs.c.thread_id == bindparam("p_thread"),
-        or_(*(runs.c.status == status for status in UNFINISHED_STATUSES)),
-    )
+    .where(runs.c.org_id == bindparam("p_org"), runs.c.thread_id == bindparam("p_thread"), is_unfinished(runs.c.status))
     .limit(1)
 )
 _EVENT_INSERT = Prepared(insert(run_events))

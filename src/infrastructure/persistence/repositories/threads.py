@@ -2,16 +2,23 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, func, insert, select, update
+from sqlalchemy import ColumnElement, and_, bindparam, delete, func, insert, literal_column, select, update
 
-from application.ports.persistence import ThreadToRun
-from domain.ids import AgentId, OrgId, ThreadId
+from application.ports.persistence import ThreadToRun, UnfinishedRun
+from domain.ids import AgentId, OrgId, RunId, ThreadId
+from domain.runs import RunStatus
 from domain.threads import Thread
 from infrastructure.persistence.batching import UnitConnection
 from infrastructure.persistence.prepared import Prepared
 from infrastructure.persistence.repositories._rows import utc_required
 from infrastructure.persistence.repositories.agents import JOINED_AGENT, joined_agent
-from infrastructure.persistence.tables import agents, threads
+from infrastructure.persistence.tables import agents, is_unfinished, runs, threads
+
+
+def _unfinished(row: Any) -> UnfinishedRun | None:
+    if row is None or row.unfinished_run_id is None:
+        return None
+    return UnfinishedRun(id=RunId(row.unfinished_run_id), status=RunStatus(row.unfinished_run_status))
 
 
 def _to_entity(row: Any) -> Thread:
@@ -31,19 +38,49 @@ def _to_entity(row: Any) -> Thread:
 _WHERE = (threads.c.org_id == bindparam("p_org"), threads.c.id == bindparam("p_id"))
 _GET = Prepared(select(threads).where(*_WHERE))
 _GET_FOR_UPDATE = Prepared(select(threads).where(*_WHERE).with_for_update())
-_GET_TO_RUN = Prepared(
-    select(threads, *JOINED_AGENT)
-    .select_from(
-        threads.outerjoin(
-            agents,
-            and_(
-                agents.c.org_id == threads.c.org_id,
-                agents.c.id == func.coalesce(bindparam("p_agent", type_=agents.c.id.type), threads.c.agent_id),
-            ),
+_UNFINISHED = runs.alias("unfinished")
+_UNFINISHED_STATUS = is_unfinished(_UNFINISHED.c.status)
+_SEEN = threads.alias("seen")
+_AS_SEEN = (
+    literal_column("threads.xmin")
+    == select(literal_column("seen.xmin")).where(_SEEN.c.id == threads.c.id).scalar_subquery()
+).label("as_seen")
+"""PostgreSQL: whether the thread's row locked is the version the statement's snapshot saw. When a transaction
+changed it meanwhile (this statement waited for its lock), the runs read beside it are as they were before that
+transaction committed."""
+
+
+def _to_run(*beside: ColumnElement[Any]) -> Prepared:
+    """The thread locked, its agent and its unfinished run (one at most: an index), in one statement."""
+    return Prepared(
+        select(
+            threads,
+            *JOINED_AGENT,
+            _UNFINISHED.c.id.label("unfinished_run_id"),
+            _UNFINISHED.c.status.label("unfinished_run_status"),
+            *beside,
         )
+        .select_from(
+            threads.outerjoin(
+                agents,
+                and_(
+                    agents.c.org_id == threads.c.org_id,
+                    agents.c.id == func.coalesce(bindparam("p_agent", type_=agents.c.id.type), threads.c.agent_id),
+                ),
+            ).outerjoin(_UNFINISHED, and_(_UNFINISHED.c.thread_id == threads.c.id, _UNFINISHED_STATUS))
+        )
+        .where(*_WHERE)
+        .with_for_update(of=threads)
     )
-    .where(*_WHERE)
-    .with_for_update(of=threads)
+
+
+_GET_TO_RUN = _to_run()
+"""SQLite: a writing transaction holds the database's write lock from its BEGIN, so what it reads is current."""
+_GET_TO_RUN_AS_SEEN = _to_run(_AS_SEEN)
+_UNFINISHED_OF_THREAD = Prepared(
+    select(_UNFINISHED.c.id.label("unfinished_run_id"), _UNFINISHED.c.status.label("unfinished_run_status"))
+    .where(_UNFINISHED.c.org_id == bindparam("p_org"), _UNFINISHED.c.thread_id == bindparam("p_id"), _UNFINISHED_STATUS)
+    .limit(1)
 )
 _SAVE = Prepared(update(threads).where(*_WHERE))
 _COUNTED = Prepared(
@@ -76,10 +113,16 @@ class SqlThreadRepository:
 
     async def get_to_run(self, org_id: OrgId, thread_id: ThreadId, agent_id: AgentId | None) -> ThreadToRun | None:
         parameters = {"p_org": org_id, "p_id": thread_id, "p_agent": agent_id}
-        row = (await self._conn.run(_GET_TO_RUN, parameters)).first()
+        postgresql = self._conn.dialect.name == "postgresql"
+        row = (await self._conn.run(_GET_TO_RUN_AS_SEEN if postgresql else _GET_TO_RUN, parameters)).first()
         if row is None:
             return None
-        return ThreadToRun(thread=_to_entity(row), agent=joined_agent(row))
+        unfinished = row
+        if postgresql and not row.as_seen:
+            # The thread changed while this statement waited for it: a run created by that change would be missed.
+            # Read again now that the thread is locked (a statement of its own sees what was committed before it).
+            unfinished = (await self._conn.run(_UNFINISHED_OF_THREAD, {"p_org": org_id, "p_id": thread_id})).first()
+        return ThreadToRun(thread=_to_entity(row), agent=joined_agent(row), unfinished=_unfinished(unfinished))
 
     async def list(
         self, org_id: OrgId, *, limit: int, after: ThreadId | None, agent_id: AgentId | None = None
