@@ -245,6 +245,12 @@ UNFINISHED_STATUSES = tuple(status.value for status in RunStatus if not status.i
 """A run's statuses until it ends (the runs a thread may have one of)."""
 UNFINISHED = f"status IN ({', '.join(repr(status) for status in UNFINISHED_STATUSES)})"
 UNFINISHED_RUN_OF_THREAD = "uq_runs_thread_id_unfinished"
+HOLDING_SLOT = "admitted_at IS NOT NULL AND status IN ('queued', 'in_progress', 'requires_action')"
+"""A run that holds one of its organization's slots (worker mode's admission: limits/admission.py): admitted and not
+ended (the write that stores a run waiting for its client gives its slot back; one whose open tool call waits for its
+user's answer still executes, and keeps it)."""
+WAITING_FOR_SLOT = "status IN ('queued', 'in_progress') AND admitted_at IS NULL"
+"""A run that waits for a slot (or for its first admission): queued, or going on after its client's answers."""
 
 
 def is_unfinished(status: ColumnElement[str]) -> ColumnElement[bool]:
@@ -252,13 +258,6 @@ def is_unfinished(status: ColumnElement[str]) -> ColumnElement[bool]:
     so that a prepared statement's plan can read a thread's unfinished run through UNFINISHED_RUN_OF_THREAD."""
     return status.in_([literal_column(f"'{value}'") for value in UNFINISHED_STATUSES])
 
-
-HOLDING_SLOT = "admitted_at IS NOT NULL AND status IN ('queued', 'in_progress', 'requires_action')"
-"""A run that holds one of its organization's slots (worker mode's admission: limits/admission.py): admitted and not
-ended (the write that stores a run waiting for its client gives its slot back; one whose open tool call waits for its
-user's answer still executes, and keeps it)."""
-WAITING_FOR_SLOT = "status IN ('queued', 'in_progress') AND admitted_at IS NULL"
-"""A run that waits for a slot (or for its first admission): queued, or going on after its client's answers."""
 
 runs = Table(
     "runs",

@@ -227,6 +227,12 @@ class FakeAgents:
             self.table.delete(agent_id)
 
 
+def _unfinished_in(runs: "Table[RunId, Run]", org_id: OrgId, thread_id: ThreadId) -> Run | None:
+    """The thread's run that has not ended (one at most, as the database keeps it)."""
+    found = runs.where(lambda r: r.org_id == org_id and r.thread_id == thread_id and not r.status.is_terminal)
+    return next(iter(found), None)
+
+
 class FakeThreads:
     def __init__(
         self,
@@ -250,7 +256,7 @@ class FakeThreads:
             return None
         wanted = agent_id or thread.agent_id
         agent = self._agents.get(wanted) if wanted is not None else None
-        unfinished = next(iter(self._runs.where(lambda r: r.thread_id == thread_id and not r.status.is_terminal)), None)
+        unfinished = _unfinished_in(self._runs, org_id, thread_id)
         return ThreadToRun(
             thread=thread,
             agent=agent if agent is not None and agent.org_id == org_id else None,
@@ -535,9 +541,7 @@ class FakeRuns:
         return _page(found, lambda r: r.id, after, limit)
 
     async def active_in_thread(self, org_id: OrgId, thread_id: ThreadId) -> Run | None:
-        active = (RunStatus.QUEUED, RunStatus.IN_PROGRESS, RunStatus.REQUIRES_ACTION)
-        found = self.table.where(lambda r: r.org_id == org_id and r.thread_id == thread_id and r.status in active)
-        return next(iter(found), None)
+        return _unfinished_in(self.table, org_id, thread_id)
 
     async def unfinished(self, limit: int, after: RunId | None = None) -> Sequence[Run]:
         found = self.table.where(
