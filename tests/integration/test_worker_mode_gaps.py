@@ -561,6 +561,43 @@ async def test_a_run_refused_a_slot_as_its_cancel_is_stored_has_its_job_made_due
     assert due
 
 
+@pytest.mark.parametrize("stopped", ["handed_back", "not_started"])
+async def test_a_run_whose_cancel_asks_its_job_to_abort_as_the_job_goes_back_to_the_queue_keeps_a_job(
+    container: Container, settings: Settings, stopped: str
+) -> None:
+    """A worker handed the run back (it stops), or the run could not start: its job is about to go back to the
+    queue when a user's cancel asks it to abort. procrastinate fails such a job instead of queueing it again; the
+    run gets a job of its own, due as the retry would have been (else it would stay unfinished, its thread busy,
+    with no job), and a job waiting in the queue is not cancelled by a later cancel."""
+    _thread, run = await queued_run(container)
+    queue = f"test-{uuid.uuid4().hex[:8]}"  # no worker takes these jobs
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        sql, rows = app.connector.execute_query_async, app.connector.execute_query_all_async
+        task = app.configure_task(run_queue.TASK, queue=queue, lock=str(run.id), queueing_lock=str(run.id))
+        job_id = await task.defer_async(**run_queue.run_job_args(run.org_id, run.id))
+        await sql("UPDATE procrastinate_jobs SET status = 'doing' WHERE id = %(id)s", id=job_id)  # a worker took it
+        [taken] = await rows("SELECT * FROM procrastinate_jobs WHERE id = %(id)s", id=job_id)
+        job = Job.from_row(taken)
+        error = job_queue.HandedBack(str(run.id)) if stopped == "handed_back" else job_queue.NotStarted(str(run.id))
+        retry = app.tasks[run_queue.TASK].get_retry_exception(exception=error, job=job)
+        assert retry is not None
+        try:
+            await sql("UPDATE runs SET cancel_requested = true WHERE id = %(run)s", run=run.id)
+            await job_queue.QueueRunExecutor(app, 4).cancel(run.id)
+            decision = retry.retry_decision
+            await app.job_manager.retry_job(job, retry_at=decision.retry_at, lock=decision.lock)  # as the worker does
+            await job_queue.QueueRunExecutor(app, 4).cancel(run.id)  # a second cancel finds the job in the queue
+            jobs = await rows(
+                "SELECT status, abort_requested, scheduled_at <= now() + interval '1 second' AS due"
+                " FROM procrastinate_jobs WHERE lock = %(lock)s ORDER BY id",
+                lock=str(run.id),
+            )
+        finally:
+            await _left_behind(container, app, run)
+    assert [(row["status"], row["abort_requested"]) for row in jobs] == [("failed", True), ("todo", False)]
+    assert jobs[1]["due"] is True  # a cancel makes a waiting job due at once
+
+
 @pytest.mark.parametrize("left", ["in_progress", "asking_its_user"])
 async def test_a_run_cut_by_its_cancel_before_it_could_record_it_gets_a_job_that_ends_it(
     container: Container, settings: Settings, left: str

@@ -33,28 +33,6 @@ class _NoConnection(RunAdmission):
         raise PoolTimeout("QueuePool limit of size 12 overflow 12 reached, connection timed out, timeout 30.00")
 
 
-class _Queue:
-    """The job queue as a worker's runs read and write it: whether their job's abort was requested, and the jobs
-    they queue again (their options)."""
-
-    def __init__(self, abort_requested: bool = False) -> None:
-        self.abort_requested = abort_requested
-        self.deferred: list[dict[str, Any]] = []
-        self.connector = self
-
-    async def execute_query_all_async(self, query: str, **params: Any) -> list[dict[str, Any]]:
-        return [{"abort_requested": self.abort_requested}]
-
-    def configure_task(self, name: str, **options: Any) -> Any:
-        deferred = self.deferred
-
-        class _Task:
-            async def defer_async(self, **args: Any) -> None:
-                deferred.append(options)
-
-        return _Task()
-
-
 def _job(attempts: int = 0) -> Job:
     return Job(
         id=1, queue=run_queue.QUEUE, lock="run", queueing_lock="run", task_name=run_queue.TASK, attempts=attempts
@@ -71,7 +49,7 @@ async def test_a_run_whose_worker_finds_no_database_connection_stays_queued_and_
     _thread, run = await queued_run(container)
     app = job_queue.job_queue(settings.database_url, 2)  # its task as `threadline worker` runs it (not opened)
     runs = job_queue.WorkerRuns(_never, admission=_NoConnection(container.database(), default_limit=10))
-    context: Any = SimpleNamespace(app=_Queue(), job=_job())
+    context: Any = SimpleNamespace(job=_job())
 
     with pytest.raises(job_queue.NotStarted) as raised:
         await runs.execute(context, run.org_id, run.id)
@@ -128,7 +106,7 @@ async def test_a_run_that_cannot_be_stored_mid_way_pauses_and_its_job_is_tried_a
     runs = job_queue.WorkerRuns(execute)
     for attempts in (0, job_queue.OUTAGE_TRIES - 2, job_queue.OUTAGE_TRIES - 1):
         job = Job(id=1, queue=run_queue.QUEUE, lock="run", queueing_lock="run", task_name=run_queue.TASK)
-        context: Any = SimpleNamespace(app=_Queue(), job=job.evolve(attempts=attempts))
+        context: Any = SimpleNamespace(job=job.evolve(attempts=attempts))
         with pytest.raises(job_queue.NotStarted):
             await runs.execute(context, OrgId(uuid.uuid4()), RunId(uuid.uuid4()))
     assert asked == [True, True, False]
@@ -319,8 +297,8 @@ async def test_a_job_aborted_while_its_run_is_admitted_carries_the_admission_thr
 ) -> None:
     """Stopped half-way, the admission could leave the run with a slot taken and nothing executing it. A user's
     cancel (stored before the abort) then executes the run, which records its end; a worker that stops hands it
-    back (its job taken again at once, its slot kept). A job whose abort a user requested is not taken again by
-    procrastinate: the run handed back gets a job of its own."""
+    back (its job taken again at once, its slot kept; for a job whose abort a user requested too, see
+    test_worker_mode_gaps' test_a_run_whose_cancel_asks_its_job_to_abort_as_the_job_goes_back_to_the_queue_keeps_a_job)."""
     executed: list[RunId] = []
 
     async def execute(org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False) -> None:
@@ -328,8 +306,7 @@ async def test_a_job_aborted_while_its_run_is_admitted_carries_the_admission_thr
 
     admission = _SlowAdmission()
     runs = job_queue.WorkerRuns(execute, admission=cast(RunAdmission, admission))
-    queue = _Queue(abort_requested=reason is AbortReason.USER_REQUEST or aborts == 2)
-    context: Any = SimpleNamespace(app=queue, job=_job(), abort_reason=lambda: reason)
+    context: Any = SimpleNamespace(job=_job(), abort_reason=lambda: reason)
     run_id = RunId(uuid.uuid4())
     taking = asyncio.create_task(runs.execute(context, OrgId(uuid.uuid4()), run_id))
     async with asyncio.timeout(10):
@@ -340,10 +317,9 @@ async def test_a_job_aborted_while_its_run_is_admitted_carries_the_admission_thr
             await asyncio.sleep(0)
     admission.answer.set()
     async with asyncio.timeout(10):
-        if aborts == 1 and reason is AbortReason.SHUTDOWN:
-            with pytest.raises(job_queue.HandedBack):  # procrastinate queues the job again at once
+        if reason is AbortReason.SHUTDOWN:
+            with pytest.raises(job_queue.HandedBack):  # procrastinate queues the job again at once (or the run's own)
                 await taking
         else:
             await taking
     assert (executed, admission.released) == (([run_id], [run_id]) if reason is AbortReason.USER_REQUEST else ([], []))
-    assert [options.get("schedule_in") for options in queue.deferred] == ([{"seconds": 0}] if aborts == 2 else [])

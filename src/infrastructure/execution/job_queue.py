@@ -16,6 +16,7 @@ hold what is queued, running or recent, not every run ever executed.
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import os
 import select
@@ -32,6 +33,7 @@ import psycopg_pool
 from procrastinate.exceptions import AlreadyEnqueued, ConnectorException
 from procrastinate.job_context import AbortReason, JobContext
 from procrastinate.jobs import DeleteJobCondition, Job, Status
+from procrastinate.manager import JobManager
 
 from application.errors import StorageUnavailable
 from application.ports.execution import HANDED_BACK
@@ -93,6 +95,7 @@ def job_queue(database_url: str, pool_size: int, lost_seconds: float = 15) -> pr
         pool_factory=_pool,
     )
     app = procrastinate.App(connector=connector)
+    app.job_manager = _RunJobs(connector)
     app.task(name=TASK, queue=QUEUE, pass_context=True, retry=_RunRetries())(_execute_run_job)
     every = max(1, int(lost_seconds // 3))
     take_over = app.task(name=RECOVER, queue=QUEUE, pass_context=True, queueing_lock=RECOVER)(_take_over_lost_runs)
@@ -206,6 +209,13 @@ async def _remove_finished_jobs(context: JobContext, timestamp: int) -> None:
 _RUNS_JOB = "lock = %(lock)s AND task_name = %(task)s"
 DUE_NOW = made_due(_RUNS_JOB)
 """A run's job waiting in the queue until later (for a slot) made due now."""
+_ABORT_IF_HELD = (
+    "UPDATE procrastinate_jobs SET abort_requested = true"
+    f" WHERE {_RUNS_JOB} AND status = 'doing' AND NOT abort_requested"
+)
+"""A run's job that a worker holds asked to abort (procrastinate's triggers tell the worker), in one statement: a
+job read as held and then asked to abort could have gone back to the queue meanwhile, and procrastinate cancels a
+job waiting in the queue that is asked to abort (the run would be left with no job)."""
 DUE_NOW_IF_CANCELLED = made_due(
     f"{_RUNS_JOB} AND EXISTS (SELECT 1 FROM runs WHERE id = CAST(%(lock)s AS uuid) AND cancel_requested)"
 )
@@ -247,11 +257,7 @@ class QueueRunExecutor:
         the queue for a slot is made due now: a worker takes it, and the run, admitted without a slot, records its
         end. Returns False: the run never executes in this process."""
         try:
-            rows = await self.app.connector.execute_query_all_async(
-                "SELECT id FROM procrastinate_jobs WHERE lock = %(lock)s AND status = 'doing'", lock=str(run_id)
-            )
-            for row in rows:
-                await self.app.job_manager.cancel_job_by_id_async(row["id"], abort=True)
+            await self.app.connector.execute_query_async(_ABORT_IF_HELD, lock=str(run_id), task=TASK)
             await self.app.connector.execute_query_async(DUE_NOW, lock=str(run_id), task=TASK)
         except (ConnectorException, psycopg.Error, OSError) as error:
             # The cancel is stored: the run ends at its next step, or as its job is next taken.
@@ -283,6 +289,35 @@ class _RunRetries(procrastinate.BaseRetryStrategy):
         return None
 
 
+_FAILED = "SELECT 1 FROM procrastinate_jobs WHERE id = %(job)s AND status = 'failed'"
+
+
+class _RunJobs(JobManager):
+    """procrastinate's jobs, a run's job tried again so that its run keeps a job. procrastinate fails a job whose abort
+    was requested instead of queueing it again (`procrastinate_retry_job_v2`), and a user's cancel may request it at
+    any moment until then, also after the run was handed back or could not start (HandedBack, NotStarted: the
+    retries of _RunRetries). Such a run gets a job of its own, due when the retry would have been: taken, the run
+    records its end as its stored cancel says."""
+
+    async def retry_job(
+        self,
+        job: Job,
+        retry_at: datetime.datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        lock: str | None = None,
+    ) -> None:
+        await super().retry_job(job, retry_at=retry_at, priority=priority, queue=queue, lock=lock)
+        if job.task_name != TASK or not await self.connector.execute_query_all_async(_FAILED, job=job.id):
+            return
+        run_id = RunId(UUID(str(job.task_kwargs["run_id"])))
+        again = Job(
+            queue=job.queue, task_name=TASK, task_kwargs=job.task_kwargs, scheduled_at=retry_at, **run_job_locks(run_id)
+        )
+        with contextlib.suppress(AlreadyEnqueued):  # (queued again meanwhile: resumed by its client)
+            await self.defer_job_async(again)
+
+
 class WorkerRuns:
     """The worker side: executes the runs of the jobs the worker takes. A job aborted by a user's cancel
     cancels its run (which records itself cancelled); one aborted because the worker stops (after its grace
@@ -293,19 +328,6 @@ class WorkerRuns:
 
     async def execute(self, context: JobContext, org_id: OrgId, run_id: RunId) -> None:
         current_run.set(str(run_id))  # the job's log lines, and the run's, name the run
-        try:
-            await self._carried_out(context, org_id, run_id)
-        except (HandedBack, NotStarted) as stopped:
-            # procrastinate does not take again a job whose abort was requested (a user's cancel, which may have
-            # reached the job or not): it fails it, and the run would stay as stored with no job. A job of its own
-            # takes the run again (it ends as its stored cancel says).
-            if not await _abort_requested(context):
-                raise
-            await _later(
-                context, org_id, run_id, in_seconds=0 if isinstance(stopped, HandedBack) else NOT_STARTED_RETRY_SECONDS
-            )
-
-    async def _carried_out(self, context: JobContext, org_id: OrgId, run_id: RunId) -> None:
         try:
             if self._admission is not None:
                 admission = await self._admitted(context, org_id, run_id)
@@ -400,19 +422,6 @@ def _uncancel() -> None:
     task = asyncio.current_task()
     if task is not None:
         task.uncancel()
-
-
-_ABORT_REQUESTED = "SELECT abort_requested FROM procrastinate_jobs WHERE id = %(job)s"
-
-
-async def _abort_requested(context: JobContext) -> bool:
-    """Whether the job's abort was requested (false when that cannot be read: its retry decides then)."""
-    try:
-        rows = await context.app.connector.execute_query_all_async(_ABORT_REQUESTED, job=context.job.id)
-    except (ConnectorException, psycopg.Error, OSError) as error:
-        logger.warning("whether a job's abort was requested could not be read: %s", error)
-        return False
-    return bool(rows and rows[0]["abort_requested"])
 
 
 _UNFINISHED = f"SELECT 1 FROM runs WHERE id = %(run)s::uuid AND {executing('runs')}"
