@@ -28,7 +28,7 @@ from infrastructure.tracing import LangfuseTracer
 from tests.conftest import MakeTenant, Tenant
 from tests.e2e.runs import messages
 from tests.fakes.mcp_server import FakeMcpServer
-from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
+from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, TextReply
 from tests.fakes.otlp_receiver import OtlpReceiver
 
 Json = dict[str, Any]
@@ -291,6 +291,36 @@ async def test_responses_continue_the_same_thread_with_previous_response_id(
     sent = openai.requests[1]["messages"]
     assert sent[0]["content"] == "You are helpful.\n\nAnswer briefly."
     assert [m["content"] for m in sent[1:]] == ["My name is Ada.", "Nice to meet you, Ada.", "What is my name?"]
+
+
+async def test_responses_continuing_one_response_at_once_take_its_thread_in_turn(
+    client: httpx.AsyncClient, tenant: Tenant, openai: FakeOpenAI, aclient: AsyncOpenAI
+) -> None:
+    """Requests that continue the same response at the same moment: each is answered, or refused as a conflict
+    (thread_busy) while another's run has not ended, and leaves nothing in the thread; the thread holds the runs
+    answered, one turn after the other."""
+    await _agent(client, tenant, "support")
+    openai.responder = lambda body: TextReply("Noted.")
+    first = await aclient.responses.create(model="support", input="Remember this.")
+
+    async def again(i: int) -> str | None:
+        try:
+            continued = await aclient.responses.create(
+                model="support", input=f"turn {i}", previous_response_id=first.id
+            )
+        except ConflictError as refused:
+            assert isinstance(refused.body, dict) and refused.body["code"] == "thread_busy", refused.body
+            return None
+        assert continued.output_text == "Noted."
+        return continued.id
+
+    answered = [r for r in await asyncio.gather(*(again(i) for i in range(8))) if r is not None]
+    assert answered
+    [thread] = (await client.get("/v1/threads", headers=tenant.admin)).json()["data"]
+    runs = (await client.get(f"/v1/threads/{thread['id']}/runs", headers=tenant.admin)).json()["data"]
+    assert len(runs) == 1 + len(answered) and all(r["status"] == "completed" for r in runs)
+    roles = [m["role"] for m in await messages(client, tenant, thread)]
+    assert roles == ["user", "assistant"] * (1 + len(answered))
 
 
 async def test_a_streamed_response_sends_the_responses_events(

@@ -15,14 +15,13 @@ from application.caller import Caller
 from application.errors import (
     AgentNotFound,
     RunNotFound,
-    ThreadBusy,
     ThreadNotFound,
 )
 from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.limits import RunRateLimit
 from application.ports.persistence import UnitOfWork
 from application.ports.system import Clock, IdGenerator
-from application.runs.create_run import check_client_tools
+from application.runs.create_run import check_client_tools, refuse_if_busy
 from application.runs.queueing import Queued, StartAtOnce, queue_run
 from application.runs.starting import RunStarter
 from application.runs.submit_tool_results import SubmitToolResults, SubmitToolResultsCommand, ToolResultInput
@@ -144,13 +143,11 @@ class Converse:
             earlier = await uow.runs.get(org_id, command.continues)
             if earlier is None:
                 raise RunNotFound(f"run {command.continues} not found")
-            thread = await uow.threads.get(org_id, earlier.thread_id, for_update=True)
-            if thread is None:
+            found = await uow.threads.get_to_run(org_id, earlier.thread_id, agent.id)
+            if found is None:
                 raise ThreadNotFound(f"thread {earlier.thread_id} not found")
-            active = await uow.runs.active_in_thread(org_id, thread.id)
-            if active is not None:
-                raise ThreadBusy(f"the thread already has a {active.status.value} run ({active.id})")
-            return thread
+            refuse_if_busy(found)
+            return found.thread
         now = self._clock.now()
         thread = Thread(
             id=ThreadId(self._ids.new()),

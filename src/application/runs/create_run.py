@@ -13,7 +13,7 @@ from application.errors import (
 )
 from application.ports.execution import RunEventBus, RunExecutor
 from application.ports.limits import RunRateLimit
-from application.ports.persistence import UnitOfWork
+from application.ports.persistence import ThreadToRun, UnitOfWork
 from application.ports.system import Clock, IdGenerator
 from application.runs.queueing import Queued, StartAtOnce, queue_run
 from application.runs.starting import RunStarter
@@ -92,9 +92,7 @@ class CreateRun:
             if agent is None:
                 raise InvalidReference(f"agent {agent_id} not found")
             await check_client_tools(uow, agent, command.client_tools)
-            if found.unfinished is not None:
-                active = found.unfinished
-                raise ThreadBusy(f"the thread already has a {active.status.value} run ({active.id})")
+            refuse_if_busy(found)
             if command.input is None:  # the thread is written all the same, as every run's creation writes it
                 await uow.threads.save(thread)
             queued = await queue_run(
@@ -112,6 +110,12 @@ class CreateRun:
             )
             await uow.commit()
         return queued
+
+
+def refuse_if_busy(found: ThreadToRun) -> None:
+    """A thread takes one run at a time: ThreadBusy while the run it has is not finished."""
+    if found.unfinished is not None:
+        raise ThreadBusy(f"the thread already has a {found.unfinished.status.value} run ({found.unfinished.id})")
 
 
 async def check_client_tools(uow: UnitOfWork, agent: Agent, client_tools: Sequence[ClientTool]) -> None:
