@@ -17,6 +17,7 @@ import httpx
 import psycopg
 import pytest
 from mcp import types
+from prometheus_client.parser import text_string_to_metric_families
 
 from infrastructure.execution import pg_catalog_changes
 from infrastructure.execution.pg_event_bus import CHANNEL
@@ -43,6 +44,8 @@ class Process:
     process: asyncio.subprocess.Process
     log: list[str] = field(default_factory=list)
     drain: asyncio.Task[None] | None = None
+    metrics: str | None = None
+    """Where a worker serves its metrics (THREADLINE_WORKER_METRICS_PORT), when it does."""
 
     async def wait_for_line(self, pattern: str) -> None:
         assert self.process.stderr is not None
@@ -75,9 +78,12 @@ class Deployment:
     env: dict[str, str]
 
 
-async def _start(name: str, env: dict[str, str], *args: str, ready: str) -> Process:
+async def _start(name: str, env: dict[str, str], *args: str, ready: str, metrics_port: int | None = None) -> Process:
+    if metrics_port is not None:
+        env = env | {"THREADLINE_WORKER_METRICS_PORT": str(metrics_port)}
     process = await asyncio.create_subprocess_exec(THREADLINE, *args, env=env, stderr=asyncio.subprocess.PIPE)
-    started = Process(name, process)
+    metrics = f"http://127.0.0.1:{metrics_port}/metrics" if metrics_port is not None else None
+    started = Process(name, process, metrics=metrics)
     await asyncio.wait_for(started.wait_for_line(ready), 60)
     return started
 
@@ -125,7 +131,10 @@ async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
                     _start(f"api-{i}", env, "serve", "--no-migrate", "--port", str(port), ready="Uvicorn running on")
                     for i, port in enumerate(ports)
                 ),
-                *(_start(f"worker-{i}", env, "worker", ready="Starting worker") for i in range(2)),
+                *(
+                    _start(f"worker-{i}", env, "worker", ready="Starting worker", metrics_port=free_port())
+                    for i in range(2)
+                ),
             ]
             # Side by side, and with the organization made meanwhile: each process takes seconds to start.
             organization, *results = await asyncio.gather(
@@ -181,6 +190,40 @@ async def test_readiness_reports_the_job_queue(deployment: Deployment) -> None:
         ready = await b.get("/readyz")
     assert ready.status_code == 200
     assert ready.json() == {"status": "ready", "queue": {"workers": 2, "queued_runs": 0}}
+
+
+async def _model_calls(worker: Process) -> float:
+    """The model calls a worker made, as its metrics port says."""
+    assert worker.metrics is not None
+    async with httpx.AsyncClient() as scraper:
+        scraped = await scraper.get(worker.metrics)
+    assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
+    families = {family.name: family for family in text_string_to_metric_families(scraped.text)}
+    assert {"threadline_workers", "threadline_queued_runs", "threadline_runs_executing"} <= families.keys()
+    calls = families["threadline_model_call_duration_seconds"].samples
+    return sum(s.value for s in calls if s.name.endswith("_count") and s.labels["outcome"] == "ok")
+
+
+async def test_each_worker_serves_its_metrics_counting_the_model_calls_of_the_runs_it_executed(
+    deployment: Deployment,
+) -> None:
+    workers = [w for w in deployment.workers if w.metrics is not None]
+    assert len(workers) == 2
+    before = [await _model_calls(w) for w in workers]
+    async with httpx.AsyncClient(base_url=deployment.apis[0], timeout=60) as a:
+        threads = await asyncio.gather(*(_thread(a, deployment) for _ in range(6)))
+        streams = await asyncio.gather(
+            *(
+                a.post(f"/v1/threads/{t}/runs", json={"input": "count me", "stream": True}, headers=deployment.headers)
+                for t in threads
+            )
+        )
+    ends = [sse_events(stream.text)[-1] for stream in streams]
+    assert [e["type"] for e in ends] == ["run.completed"] * 6
+    run_ids = [e["data"]["run_id"] for e in ends]
+    executed = [sum(r in "".join(w.log) for r in run_ids) for w in workers]  # one model call per run
+    after = [await _model_calls(w) for w in workers]
+    assert [a - b for a, b in zip(after, before, strict=True)] == executed
 
 
 async def test_each_process_listens_on_one_connection_and_a_worker_for_new_jobs_on_one_more(
