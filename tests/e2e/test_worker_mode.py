@@ -223,6 +223,7 @@ async def test_each_worker_serves_its_metrics_counting_the_model_calls_of_the_ru
     run_ids = [e["data"]["run_id"] for e in ends]
     executed = [sum(r in "".join(w.log) for r in run_ids) for w in workers]  # one model call per run
     after = [await _model_calls(w) for w in workers]
+    assert sum(after) - sum(before) == 6
     assert [a - b for a, b in zip(after, before, strict=True)] == executed
 
 

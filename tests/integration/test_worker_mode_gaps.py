@@ -69,6 +69,8 @@ async def test_a_run_taken_over_from_a_lost_worker_refuses_that_workers_late_wri
         lost = Job(id=job_id, queue=run_queue.QUEUE, lock=str(run.id), queueing_lock=None, task_name=run_queue.TASK)
         with pytest.raises(ConnectorException):
             await app.job_manager.finish_job(lost, status=Status.SUCCEEDED, delete_job=True)
+        # Or it tries its job again (the run handed back, or not started): that too leaves the run's new job be.
+        await app.job_manager.retry_job(lost, retry_at=datetime.now(UTC))
         jobs = await app.connector.execute_query_all_async(
             "SELECT id, status FROM procrastinate_jobs WHERE lock = %(lock)s ORDER BY id", lock=str(run.id)
         )
@@ -596,6 +598,50 @@ async def test_a_run_whose_cancel_asks_its_job_to_abort_as_the_job_goes_back_to_
             await _left_behind(container, app, run)
     assert [(row["status"], row["abort_requested"]) for row in jobs] == [("failed", True), ("todo", False)]
     assert jobs[1]["due"] is True  # a cancel makes a waiting job due at once
+
+
+_WAITING_FOR_A_LOCK = (
+    "SELECT count(*) AS waiting FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+    " WHERE NOT l.granted AND a.datname = current_database()"
+)
+
+
+async def test_a_cancel_that_meets_the_runs_job_going_back_to_the_queue_makes_it_due_and_leaves_it_there(
+    container: Container, settings: Settings
+) -> None:
+    """The run's job held by a worker goes back to the queue for later (the run handed back, or not started) just as
+    a user's cancel asks it to abort: the cancel waits for that and finds the job back in the queue. It makes it due
+    (its run then records its end), and does not cancel it: the run would be left with no job, its thread busy."""
+    _thread, run = await queued_run(container)
+    queue = f"test-{uuid.uuid4().hex[:8]}"  # no worker takes these jobs
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        sql, rows = app.connector.execute_query_async, app.connector.execute_query_all_async
+        task = app.configure_task(run_queue.TASK, queue=queue, lock=str(run.id), queueing_lock=str(run.id))
+        job_id = await task.defer_async(**run_queue.run_job_args(run.org_id, run.id))
+        await sql("UPDATE procrastinate_jobs SET status = 'doing' WHERE id = %(id)s", id=job_id)  # a worker took it
+        await sql("UPDATE runs SET cancel_requested = true WHERE id = %(run)s", run=run.id)  # the cancel, stored
+        try:
+            async with await psycopg.AsyncConnection.connect(libpq_dsn(settings.database_url)) as worker:
+                # The worker's retry of the job, as procrastinate makes it, not committed yet.
+                await worker.execute(
+                    "SELECT procrastinate_retry_job_v2(%s, now() + interval '1 hour', NULL, NULL, NULL)", (job_id,)
+                )
+                cancelling = asyncio.create_task(job_queue.QueueRunExecutor(app, 4).cancel(run.id))
+                async with asyncio.timeout(10):  # the cancel waits for the job's row
+                    while True:
+                        if (await rows(_WAITING_FOR_A_LOCK))[0]["waiting"]:
+                            break
+                        await asyncio.sleep(0.05)
+                await worker.commit()
+            await cancelling
+            jobs = await rows(
+                "SELECT status, abort_requested, scheduled_at <= now() AS due FROM procrastinate_jobs"
+                " WHERE lock = %(lock)s",
+                lock=str(run.id),
+            )
+        finally:
+            await _left_behind(container, app, run)
+    assert [(row["status"], row["abort_requested"], row["due"]) for row in jobs] == [("todo", False, True)]
 
 
 @pytest.mark.parametrize("left", ["in_progress", "asking_its_user"])

@@ -297,8 +297,8 @@ async def test_a_job_aborted_while_its_run_is_admitted_carries_the_admission_thr
 ) -> None:
     """Stopped half-way, the admission could leave the run with a slot taken and nothing executing it. A user's
     cancel (stored before the abort) then executes the run, which records its end; a worker that stops hands it
-    back (its job taken again at once, its slot kept; for a job whose abort a user requested too, see
-    test_worker_mode_gaps' test_a_run_whose_cancel_asks_its_job_to_abort_as_the_job_goes_back_to_the_queue_keeps_a_job)."""
+    back (its job taken again at once, its slot kept). A job whose abort a user requested as well goes back the
+    same way (see test_worker_mode_gaps.py: procrastinate fails it, and the run gets a job of its own)."""
     executed: list[RunId] = []
 
     async def execute(org_id: OrgId, run_id: RunId, *, hand_back_on_outage: bool = False) -> None:

@@ -24,12 +24,13 @@ import socket
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from uuid import UUID
 
 import procrastinate
 import psycopg
 import psycopg_pool
+from procrastinate import sql as procrastinate_sql
 from procrastinate.exceptions import AlreadyEnqueued, ConnectorException
 from procrastinate.job_context import AbortReason, JobContext
 from procrastinate.jobs import DeleteJobCondition, Job, Status
@@ -289,15 +290,20 @@ class _RunRetries(procrastinate.BaseRetryStrategy):
         return None
 
 
-_FAILED = "SELECT 1 FROM procrastinate_jobs WHERE id = %(job)s AND status = 'failed'"
+_TO_RETRY = "SELECT status, abort_requested FROM procrastinate_jobs WHERE id = %(job)s FOR UPDATE"
 
 
 class _RunJobs(JobManager):
-    """procrastinate's jobs, a run's job tried again so that its run keeps a job. procrastinate fails a job whose abort
-    was requested instead of queueing it again (`procrastinate_retry_job_v2`), and a user's cancel may request it at
-    any moment until then, also after the run was handed back or could not start (HandedBack, NotStarted: the
-    retries of _RunRetries). Such a run gets a job of its own, due when the retry would have been: taken, the run
-    records its end as its stored cancel says."""
+    """procrastinate's jobs, a run's job tried again so that its run keeps one job. A run's job is tried again when
+    its run was handed back or could not start (HandedBack, NotStarted: the retries of _RunRetries), and:
+    - procrastinate fails a job whose abort was requested instead of queueing it again
+      (`procrastinate_retry_job_v2`), and a user's cancel may request it at any moment until then: such a run gets
+      a job of its own (its count of tries starts again), due when the retry would have been; taken, the run records
+      its end as its stored cancel says;
+    - procrastinate queues again a job that failed meanwhile, and a lost worker's job fails as its run is taken
+      over (_take_over_stalled_jobs, with a job of its own): a worker that was only cut off, back, leaves it failed.
+    One transaction, the job's row locked first: a cancel waits for it (and then finds the job back in the queue,
+    not held), and a worker that stops half-way leaves its job held, for the lost workers' recovery."""
 
     async def retry_job(
         self,
@@ -307,15 +313,38 @@ class _RunJobs(JobManager):
         queue: str | None = None,
         lock: str | None = None,
     ) -> None:
-        await super().retry_job(job, retry_at=retry_at, priority=priority, queue=queue, lock=lock)
-        if job.task_name != TASK or not await self.connector.execute_query_all_async(_FAILED, job=job.id):
+        if job.task_name != TASK:
+            await super().retry_job(job, retry_at=retry_at, priority=priority, queue=queue, lock=lock)
             return
-        run_id = RunId(UUID(str(job.task_kwargs["run_id"])))
-        again = Job(
-            queue=job.queue, task_name=TASK, task_kwargs=job.task_kwargs, scheduled_at=retry_at, **run_job_locks(run_id)
-        )
-        with contextlib.suppress(AlreadyEnqueued):  # (queued again meanwhile: resumed by its client)
-            await self.defer_job_async(again)
+        connector = cast(procrastinate.PsycopgConnector, self.connector)
+        async with connector.pool.connection() as connection, connection.transaction():
+            rows = await connector.execute_query_all_async_with_connection(connection, _TO_RETRY, job=job.id)
+            if not rows or rows[0]["status"] != Status.DOING.value:
+                logger.info("a run's job taken over meanwhile is left as it is", extra={"job_id": job.id})
+                return
+            await connector.execute_query_all_async_with_connection(
+                connection,
+                procrastinate_sql.queries["retry_job"],
+                job_id=job.id,
+                retry_at=retry_at or datetime.datetime.now(datetime.UTC),
+                new_priority=priority,
+                new_queue_name=queue,
+                new_lock=lock,
+            )
+            if not rows[0]["abort_requested"]:
+                return
+            run_id = RunId(UUID(str(job.task_kwargs["run_id"])))
+            again = Job(
+                queue=queue or job.queue,
+                priority=job.priority if priority is None else priority,
+                task_name=TASK,
+                task_kwargs=job.task_kwargs,
+                scheduled_at=retry_at,
+                **run_job_locks(run_id),
+            )
+            with contextlib.suppress(AlreadyEnqueued):  # (queued again meanwhile: resumed by its client)
+                async with connection.transaction():  # (a savepoint: the retry stands)
+                    await self.defer_job_async(again, connection=connection)
 
 
 class WorkerRuns:
