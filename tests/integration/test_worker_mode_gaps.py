@@ -563,6 +563,27 @@ async def test_a_run_refused_a_slot_as_its_cancel_is_stored_has_its_job_made_due
     assert due
 
 
+async def _held_job(app: Any, run: Run) -> int:
+    """The run's job, as a worker holds it (taken: `doing`), in a queue of its own (no worker takes its jobs)."""
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    task = app.configure_task(run_queue.TASK, queue=queue, lock=str(run.id), queueing_lock=str(run.id))
+    job_id: int = await task.defer_async(**run_queue.run_job_args(run.org_id, run.id))
+    await app.connector.execute_query_async(
+        "UPDATE procrastinate_jobs SET status = 'doing' WHERE id = %(id)s", id=job_id
+    )
+    return job_id
+
+
+async def _run_jobs(app: Any, run: Run) -> list[tuple[str, bool, bool]]:
+    """The run's jobs in the order they were queued: status, whether their abort was requested, whether due now."""
+    found = await app.connector.execute_query_all_async(
+        "SELECT status, abort_requested, coalesce(scheduled_at <= now() + interval '1 second', true) AS due"
+        " FROM procrastinate_jobs WHERE lock = %(lock)s ORDER BY id",
+        lock=str(run.id),
+    )
+    return [(row["status"], row["abort_requested"], row["due"]) for row in found]
+
+
 @pytest.mark.parametrize("stopped", ["handed_back", "not_started"])
 async def test_a_run_whose_cancel_asks_its_job_to_abort_as_the_job_goes_back_to_the_queue_keeps_a_job(
     container: Container, settings: Settings, stopped: str
@@ -572,12 +593,9 @@ async def test_a_run_whose_cancel_asks_its_job_to_abort_as_the_job_goes_back_to_
     run gets a job of its own, due as the retry would have been (else it would stay unfinished, its thread busy,
     with no job), and a job waiting in the queue is not cancelled by a later cancel."""
     _thread, run = await queued_run(container)
-    queue = f"test-{uuid.uuid4().hex[:8]}"  # no worker takes these jobs
     async with job_queue.opened(settings.database_url, 2, 4) as app:
         sql, rows = app.connector.execute_query_async, app.connector.execute_query_all_async
-        task = app.configure_task(run_queue.TASK, queue=queue, lock=str(run.id), queueing_lock=str(run.id))
-        job_id = await task.defer_async(**run_queue.run_job_args(run.org_id, run.id))
-        await sql("UPDATE procrastinate_jobs SET status = 'doing' WHERE id = %(id)s", id=job_id)  # a worker took it
+        job_id = await _held_job(app, run)
         [taken] = await rows("SELECT * FROM procrastinate_jobs WHERE id = %(id)s", id=job_id)
         job = Job.from_row(taken)
         error = job_queue.HandedBack(str(run.id)) if stopped == "handed_back" else job_queue.NotStarted(str(run.id))
@@ -589,15 +607,11 @@ async def test_a_run_whose_cancel_asks_its_job_to_abort_as_the_job_goes_back_to_
             decision = retry.retry_decision
             await app.job_manager.retry_job(job, retry_at=decision.retry_at, lock=decision.lock)  # as the worker does
             await job_queue.QueueRunExecutor(app, 4).cancel(run.id)  # a second cancel finds the job in the queue
-            jobs = await rows(
-                "SELECT status, abort_requested, scheduled_at <= now() + interval '1 second' AS due"
-                " FROM procrastinate_jobs WHERE lock = %(lock)s ORDER BY id",
-                lock=str(run.id),
-            )
+            jobs = await _run_jobs(app, run)
         finally:
             await _left_behind(container, app, run)
-    assert [(row["status"], row["abort_requested"]) for row in jobs] == [("failed", True), ("todo", False)]
-    assert jobs[1]["due"] is True  # a cancel makes a waiting job due at once
+    # The job of its own is due: a cancel makes a waiting job due at once.
+    assert jobs == [("failed", True, True), ("todo", False, True)]
 
 
 _WAITING_FOR_A_LOCK = (
@@ -613,12 +627,9 @@ async def test_a_cancel_that_meets_the_runs_job_going_back_to_the_queue_makes_it
     a user's cancel asks it to abort: the cancel waits for that and finds the job back in the queue. It makes it due
     (its run then records its end), and does not cancel it: the run would be left with no job, its thread busy."""
     _thread, run = await queued_run(container)
-    queue = f"test-{uuid.uuid4().hex[:8]}"  # no worker takes these jobs
     async with job_queue.opened(settings.database_url, 2, 4) as app:
         sql, rows = app.connector.execute_query_async, app.connector.execute_query_all_async
-        task = app.configure_task(run_queue.TASK, queue=queue, lock=str(run.id), queueing_lock=str(run.id))
-        job_id = await task.defer_async(**run_queue.run_job_args(run.org_id, run.id))
-        await sql("UPDATE procrastinate_jobs SET status = 'doing' WHERE id = %(id)s", id=job_id)  # a worker took it
+        job_id = await _held_job(app, run)
         await sql("UPDATE runs SET cancel_requested = true WHERE id = %(run)s", run=run.id)  # the cancel, stored
         try:
             async with await psycopg.AsyncConnection.connect(libpq_dsn(settings.database_url)) as worker:
@@ -634,14 +645,10 @@ async def test_a_cancel_that_meets_the_runs_job_going_back_to_the_queue_makes_it
                         await asyncio.sleep(0.05)
                 await worker.commit()
             await cancelling
-            jobs = await rows(
-                "SELECT status, abort_requested, scheduled_at <= now() AS due FROM procrastinate_jobs"
-                " WHERE lock = %(lock)s",
-                lock=str(run.id),
-            )
+            jobs = await _run_jobs(app, run)
         finally:
             await _left_behind(container, app, run)
-    assert [(row["status"], row["abort_requested"], row["due"]) for row in jobs] == [("todo", False, True)]
+    assert jobs == [("todo", False, True)]
 
 
 @pytest.mark.parametrize("left", ["in_progress", "asking_its_user"])
