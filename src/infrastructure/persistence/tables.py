@@ -243,7 +243,8 @@ passage_vectors = Table(
 
 UNFINISHED_STATUSES = tuple(status.value for status in RunStatus if not status.is_terminal)
 """A run's statuses until it ends (the runs a thread may have one of)."""
-UNFINISHED = f"status IN ({', '.join(repr(status) for status in UNFINISHED_STATUSES)})"
+_UNFINISHED_LITERALS = tuple(f"'{status}'" for status in UNFINISHED_STATUSES)
+UNFINISHED = f"status IN ({', '.join(_UNFINISHED_LITERALS)})"
 UNFINISHED_RUN_OF_THREAD = "uq_runs_thread_id_unfinished"
 HOLDING_SLOT = "admitted_at IS NOT NULL AND status IN ('queued', 'in_progress', 'requires_action')"
 """A run that holds one of its organization's slots (worker mode's admission: limits/admission.py): admitted and not
@@ -256,7 +257,7 @@ WAITING_FOR_SLOT = "status IN ('queued', 'in_progress') AND admitted_at IS NULL"
 def is_unfinished(status: ColumnElement[str]) -> ColumnElement[bool]:
     """A run's status is one it has until it ends: the statuses written in the statement, not sent as parameters,
     so that a prepared statement's plan can read a thread's unfinished run through UNFINISHED_RUN_OF_THREAD."""
-    return status.in_([literal_column(f"'{value}'") for value in UNFINISHED_STATUSES])
+    return status.in_([literal_column(value) for value in _UNFINISHED_LITERALS])
 
 
 runs = Table(
