@@ -11,9 +11,11 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
+import procrastinate
 import psycopg
+import psycopg_pool
 import pytest
 from procrastinate.exceptions import ConnectorException
 from procrastinate.job_context import AbortReason
@@ -612,6 +614,39 @@ async def test_a_run_whose_cancel_asks_its_job_to_abort_as_the_job_goes_back_to_
             await _left_behind(container, app, run)
     # The job of its own is due: a cancel makes a waiting job due at once.
     assert jobs == [("failed", True, True), ("todo", False, True)]
+
+
+async def test_a_runs_job_whose_retry_meets_an_outage_goes_back_to_the_queue_once_the_database_answers(
+    container: Container, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run could not start for an outage (NotStarted), and the database is down still as its job is to go back
+    to the queue: the retry is tried again until the database answers (else the job would stay held by a live
+    worker, its run queued, its thread busy, for good)."""
+    _thread, run = await queued_run(container)
+    async with job_queue.opened(settings.database_url, 2, 4) as app:
+        job_id = await _held_job(app, run)
+        [taken] = await app.connector.execute_query_all_async(
+            "SELECT * FROM procrastinate_jobs WHERE id = %(id)s", id=job_id
+        )
+        pool, down = cast(procrastinate.PsycopgConnector, app.connector).pool, [2]
+        connection = pool.connection
+
+        def unless_down(*args: Any, **kwargs: Any) -> Any:
+            if down[0]:
+                down[0] -= 1
+                raise psycopg_pool.PoolTimeout("couldn't get a connection after 30.00 sec")
+            return connection(*args, **kwargs)
+
+        try:
+            with monkeypatch.context() as patched:
+                patched.setattr(pool, "connection", unless_down)
+                patched.setattr(job_queue, "RETRY_PAUSES", (0.01,))
+                await app.job_manager.retry_job(Job.from_row(taken), retry_at=datetime.now(UTC))
+            jobs = await _run_jobs(app, run)
+        finally:
+            await _left_behind(container, app, run)
+    assert down == [0]  # the database was down for two tries
+    assert jobs == [("todo", False, True)]
 
 
 _WAITING_FOR_A_LOCK = (

@@ -17,6 +17,7 @@ hold what is queued, running or recent, not every run ever executed.
 import asyncio
 import contextlib
 import datetime
+import itertools
 import logging
 import os
 import select
@@ -291,6 +292,15 @@ class _RunRetries(procrastinate.BaseRetryStrategy):
 
 
 _TO_RETRY = "SELECT status, abort_requested FROM procrastinate_jobs WHERE id = %(job)s FOR UPDATE"
+RETRY_PAUSES = (0.5, 1.0, 2.0, 5.0)
+"""The pauses between tries of a run job's retry that met an outage (the last one repeated)."""
+
+
+def _an_outage(error: BaseException) -> bool:
+    """Whether an error of the job queue is the database not answering (no connection, or it was lost), not one of
+    a statement (procrastinate wraps psycopg's errors)."""
+    cause = error.__cause__ if isinstance(error, ConnectorException) else error
+    return isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError | OSError)
 
 
 class _RunJobs(JobManager):
@@ -303,7 +313,10 @@ class _RunJobs(JobManager):
     - procrastinate queues again a job that failed meanwhile, and a lost worker's job fails as its run is taken
       over (_take_over_stalled_jobs, with a job of its own): a worker that was only cut off, back, leaves it failed.
     One transaction, the job's row locked first: a cancel waits for it (and then finds the job back in the queue,
-    not held), and a worker that stops half-way leaves its job held, for the lost workers' recovery."""
+    not held), and a worker that stops half-way leaves its job held, for the lost workers' recovery. A run whose
+    job is tried again because the database did not answer (NotStarted) may find it down still: the retry is tried
+    again until it answers, for as long as such a run may pause (OUTAGE_TRIES); else the job would stay held by a
+    live worker, its run queued for good."""
 
     async def retry_job(
         self,
@@ -316,11 +329,28 @@ class _RunJobs(JobManager):
         if job.task_name != TASK:
             await super().retry_job(job, retry_at=retry_at, priority=priority, queue=queue, lock=lock)
             return
+        patience = time.monotonic() + OUTAGE_TRIES * NOT_STARTED_RETRY_SECONDS
+        for pause in itertools.chain(RETRY_PAUSES, itertools.repeat(RETRY_PAUSES[-1])):
+            try:
+                await self._retried(job, retry_at, priority, queue, lock)
+                return
+            except (ConnectorException, psycopg.Error, OSError) as error:
+                if not _an_outage(error) or time.monotonic() + pause > patience:
+                    raise
+                logger.warning("a run's job could not go back to the queue: %s; trying again", error)
+            await asyncio.sleep(pause)
+
+    async def _retried(
+        self, job: Job, retry_at: datetime.datetime | None, priority: int | None, queue: str | None, lock: str | None
+    ) -> None:
         connector = cast(procrastinate.PsycopgConnector, self.connector)
         async with connector.pool.connection() as connection, connection.transaction():
             rows = await connector.execute_query_all_async_with_connection(connection, _TO_RETRY, job=job.id)
             if not rows or rows[0]["status"] != Status.DOING.value:
-                logger.info("a run's job taken over meanwhile is left as it is", extra={"job_id": job.id})
+                logger.info(
+                    "a run's job no longer held (back in the queue, or taken over) is left as it is",
+                    extra={"job_id": job.id},
+                )
                 return
             await connector.execute_query_all_async_with_connection(
                 connection,
