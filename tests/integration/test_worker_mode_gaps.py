@@ -6,6 +6,7 @@ organization's lock does not hold up the organization's writes; a job queue that
 answers makes the API not ready (503), not a server error."""
 
 import asyncio
+import secrets
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ import pytest
 from procrastinate.exceptions import ConnectorException
 from procrastinate.job_context import AbortReason
 from procrastinate.jobs import Job, Status
+from sqlalchemy import text
 
 from application.caller import Caller
 from application.errors import LeaseLost, StorageUnavailable
@@ -35,7 +37,9 @@ from infrastructure.execution import job_queue, run_queue
 from infrastructure.execution.pg_event_bus import PostgresRunEventBus
 from infrastructure.execution.pg_listener import libpq_dsn
 from infrastructure.limits.admission import Admission, RunAdmission
+from infrastructure.persistence import run_holders
 from infrastructure.persistence.engine import Database
+from infrastructure.persistence.run_holders import SILENCE_OF_THE_STRANDED
 from infrastructure.persistence.unit_of_work import SqlAlchemyUnitOfWork
 from infrastructure.settings import Settings
 from tests import builders
@@ -88,6 +92,53 @@ async def test_a_run_taken_over_from_a_lost_worker_refuses_that_workers_late_wri
     async with as_port(container.uow()).read_only() as uow:
         stored = await uow.runs.get(run.org_id, run.id)
     assert stored is not None and stored.status is RunStatus.QUEUED
+
+
+async def test_a_run_with_no_job_ends_only_once_this_worker_too_saw_its_process_silent_for_the_lost_time(
+    container: Container, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database's clock says the process that executes a run with no job (asked for over MCP) has been silent for
+    an hour, as a forward step of that clock would say of every live process at once. The run is taken for stranded
+    only once this worker has seen that process's row unchanged for the lost time on its own clock; a process heard
+    from meanwhile starts over."""
+    _thread, run = await queued_run(container)
+    holder, lost = secrets.randbelow(2**31 - 2) + 1, 4.0
+    now = [1000.0]
+    monkeypatch.setattr(run_holders.WITNESS, "clock", lambda: now[0])
+    async with container.database().engine.begin() as conn:
+        await conn.execute(text("UPDATE runs SET holder = :holder WHERE id = :run"), {"holder": holder, "run": run.id})
+        await conn.execute(
+            text("INSERT INTO run_holders (holder, seen_at) VALUES (:holder, now() - interval '1 hour')"),
+            {"holder": holder},
+        )
+
+    async def stranded() -> list[RunId]:
+        async with as_port(SqlAlchemyUnitOfWork(container.database(), queued_runs=True)).read_only() as uow:
+            return [r.id for r in await uow.runs.stranded(SILENCE_OF_THE_STRANDED * lost, 500)]
+
+    async def heard_from() -> None:  # its row written again (the database's clock still says it is silent)
+        async with container.database().engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE run_holders SET seen_at = now() - interval '30 minutes' WHERE holder = :holder"),
+                {"holder": holder},
+            )
+
+    try:
+        seen = [run.id in await stranded()]  # first seen silent
+        now[0] += lost - 0.1
+        seen.append(run.id in await stranded())
+        await heard_from()
+        now[0] += 0.2
+        seen.append(run.id in await stranded())  # starts over
+        now[0] += lost
+        seen.append(run.id in await stranded())
+        async with as_port(SqlAlchemyUnitOfWork(container.database(), queued_runs=True)) as uow:
+            claimed = await uow.runs.claim_stranded(run, SILENCE_OF_THE_STRANDED * lost)
+            await uow.commit()
+    finally:
+        await _left_behind(container, None, run)
+    assert seen == [False, False, False, True]
+    assert claimed is not None and claimed.run.id == run.id
 
 
 async def test_events_stored_while_the_listening_connection_was_down_reach_the_followers(

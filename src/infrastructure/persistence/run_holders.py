@@ -13,7 +13,9 @@ caller's task have none (a published agent called over MCP, in the API process t
 run, in the task of the run that delegated to it). Every process says every quarter of
 `THREADLINE_WORKER_LOST_SECONDS` that it lives (`heard_from`: its row of `run_holders`, written on a connection of
 its own), and the workers end the runs with no job whose holder has been silent for twice as long
-(RecoverRuns.end_stranded): the process stopped, and no one waits for their answers. An advisory lock would not do
+(RecoverRuns.end_stranded): the process stopped, and no one waits for their answers. The database's clock says who
+is silent, and the worker's own clock confirms it (SilenceWitness): a forward step of the database's clock makes
+every process look silent at once, but a live one writes its row again within a quarter of the lost time. An advisory lock would not do
 there: it lapses whenever its connection does (the database restarting or failing over), and a check every few
 seconds would then end the runs of live processes. A silent row is as a worker's silent heartbeat is to
 procrastinate, with twice the patience (ending a run is for good, where taking a lost worker's job over resumes it).
@@ -25,7 +27,8 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
@@ -57,9 +60,54 @@ SILENCE_OF_THE_STRANDED = 2.0
 (twice a worker's: ending a run is for good, where taking a lost worker's job over resumes the run)."""
 SILENT_HOLDER = text(
     "EXISTS (SELECT 1 FROM run_holders h WHERE h.holder = runs.holder"
-    " AND h.seen_at < now() - make_interval(secs => CAST(:silent_seconds AS double precision)))"
+    " AND h.seen_at < now() - make_interval(secs => CAST(:silent_seconds AS double precision))"
+    " AND (h.holder, h.seen_at) IN"
+    " (SELECT * FROM unnest(CAST(:witnessed_holders AS bigint[]), CAST(:witnessed_seen AS timestamptz[]))))"
 )
-"""A condition on runs (worker mode): their holder has not been heard from for `silent_seconds`."""
+"""A condition on runs (worker mode): their holder has not been heard from for `silent_seconds`, and is one of those
+this process saw silent for long enough itself (`witnessed` gives the parameters: SilenceWitness)."""
+SILENT_HOLDERS = text(
+    "SELECT holder, seen_at FROM run_holders"
+    " WHERE seen_at < now() - make_interval(secs => CAST(:silent_seconds AS double precision))"
+)
+
+
+class SilenceWitness:
+    """Which processes this one saw silent, on its own clock. The database's clock says a process has been silent
+    (its row not written for so long); a forward step of that clock would say so of every process at once. A
+    process is taken for stopped only once this one, too, has seen its row unchanged for `patience` seconds of its
+    own monotonic clock: a live process writes its row every quarter of the lost time."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._since: dict[int, tuple[datetime, float]] = {}
+        """Each process seen silent: its row's time as seen, and since when (this process's clock) it is so."""
+        self.stopped: list[tuple[int, datetime]] = []
+        """The processes taken for stopped at the last look, with their row's time."""
+
+    def saw(self, silent: Sequence[tuple[int, datetime]], patience: float) -> list[tuple[int, datetime]]:
+        """The processes that the database says are silent (their rows), as this process sees them now: those whose
+        row it has seen unchanged for `patience` seconds are taken for stopped. A process heard from again starts
+        over."""
+        now, rows = self.clock(), dict(silent)
+        self._since = {holder: seen for holder, seen in self._since.items() if rows.get(holder) == seen[0]}
+        for holder, seen_at in rows.items():
+            self._since.setdefault(holder, (seen_at, now))
+        self.stopped = [
+            (holder, seen_at) for holder, (seen_at, since) in self._since.items() if now - since >= patience
+        ]
+        return self.stopped
+
+
+WITNESS = SilenceWitness()
+"""This process's witness (a worker's: workers end the runs of silent processes)."""
+
+
+def witnessed(stopped: Sequence[tuple[int, datetime]]) -> dict[str, list[Any]]:
+    """SILENT_HOLDER's parameters for the processes taken for stopped."""
+    return {"witnessed_holders": [holder for holder, _ in stopped], "witnessed_seen": [seen for _, seen in stopped]}
+
+
 _HEARD = text(
     "INSERT INTO run_holders (holder, seen_at) VALUES (:holder, now())"
     " ON CONFLICT (holder) DO UPDATE SET seen_at = excluded.seen_at"

@@ -29,7 +29,15 @@ from infrastructure.persistence.repositories._rows import utc, utc_required
 from infrastructure.persistence.repositories.agents import JOINED_AGENT, agent_of, joined_agent
 from infrastructure.persistence.repositories.run_jobs import WITHOUT_A_JOB
 from infrastructure.persistence.repositories.usage import record_new_steps
-from infrastructure.persistence.run_holders import NOT_HELD_BY_A_LIVE_PROCESS, PROCESS_KEY, SILENT_HOLDER
+from infrastructure.persistence.run_holders import (
+    NOT_HELD_BY_A_LIVE_PROCESS,
+    PROCESS_KEY,
+    SILENCE_OF_THE_STRANDED,
+    SILENT_HOLDER,
+    SILENT_HOLDERS,
+    WITNESS,
+    witnessed,
+)
 from infrastructure.persistence.tables import UNFINISHED_STATUSES, agents, is_unfinished, run_events, runs
 from infrastructure.run_event_json import event_data, event_payload
 
@@ -343,12 +351,17 @@ class SqlRunRepository:
     async def stranded(self, silent_seconds: float, limit: int, after: RunId | None = None) -> Sequence[Run]:
         if not self._queued:
             return []
+        parameters = {"silent_seconds": silent_seconds}
+        silent = [(row.holder, row.seen_at) for row in await self._conn.execute(SILENT_HOLDERS, parameters)]
+        stopped = WITNESS.saw(silent, patience=silent_seconds / SILENCE_OF_THE_STRANDED)
+        if not stopped:
+            return []
         # Through the index on status (the runs that have not ended are few), each looked for in the job queue by
         # its lock (migration 0022) and its holder by its key.
         query = select(runs).where(*_STRANDED).order_by(runs.c.id).limit(limit)
         if after is not None:
             query = query.where(runs.c.id > after)
-        return [_to_entity(row) for row in await self._conn.execute(query, {"silent_seconds": silent_seconds})]
+        return [_to_entity(row) for row in await self._conn.execute(query, parameters | witnessed(stopped))]
 
     async def claim_stranded(self, run: Run, silent_seconds: float) -> ClaimedRun | None:
         # One statement: stranded still, and claimed, or left as it is (its holder was heard from again, a job of
@@ -359,7 +372,8 @@ class SqlRunRepository:
             .values(lease=runs.c.lease + 1, holder=PROCESS_KEY)
             .returning(*runs.c, _LAST_SEQ_OF_RUN.label("last_event_seq"))
         )
-        row = (await self._conn.execute(claim, {"silent_seconds": silent_seconds})).first()
+        parameters = {"silent_seconds": silent_seconds} | witnessed(WITNESS.stopped)
+        row = (await self._conn.execute(claim, parameters)).first()
         return ClaimedRun(_to_entity(row), row.last_event_seq or 0) if row else None
 
     async def unfinished_children(self, org_id: OrgId, run_id: RunId) -> Sequence[RunId]:
