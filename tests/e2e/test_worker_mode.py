@@ -602,7 +602,7 @@ async def test_a_run_asked_for_over_mcp_ends_when_its_api_process_is_killed_and_
                 await asyncio.wait_for(calls[1], 30)
             stream = await asyncio.wait_for(
                 a.get(f"/v1/runs/{killed_run['id']}/events", headers=deployment.headers),
-                SILENCE_OF_THE_STRANDED * LOST_SECONDS + 20,
+                (SILENCE_OF_THE_STRANDED + 1) * LOST_SECONDS + 20,  # silent, then seen so by a worker for as long
             )
             ended = sse_events(stream.text)[-1]
             assert (ended["type"], ended["data"]["error"]["code"]) == ("run.failed", "interrupted")

@@ -334,12 +334,15 @@ class RunRepository(Protocol):
     async def stranded(self, silent_seconds: float, limit: int, after: RunId | None = None) -> Sequence[Run]:
         """Where runs execute from a job queue (worker mode; elsewhere none): runs, of any organization, queued or
         in progress, with no job of theirs waiting or executing, whose holder (the process that created, took or
-        resumed them last) has not been heard from for `silent_seconds`; in id order from after `after`."""
+        resumed them last) has not been heard from for `silent_seconds` (by the database's clock, and for as long
+        as this process has watched it: at least `silent_seconds` / 2 of its own clock); in id order from after
+        `after`."""
         ...
 
     async def claim_stranded(self, run: Run, silent_seconds: float) -> ClaimedRun | None:
         """`claim` the run only if it is still as `stranded` found it: its lease unchanged (no one took it since),
-        and stranded still (its holder silent, no job of its own)."""
+        and stranded still (its holder silent as `stranded` last saw it, no job of its own). Only a run that
+        `stranded` gave is claimed."""
         ...
 
     async def unfinished_children(self, org_id: OrgId, run_id: RunId) -> Sequence[RunId]:

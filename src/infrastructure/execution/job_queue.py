@@ -291,7 +291,7 @@ class _RunRetries(procrastinate.BaseRetryStrategy):
         return None
 
 
-_TO_RETRY = "SELECT status, abort_requested FROM procrastinate_jobs WHERE id = %(job)s FOR UPDATE"
+_TO_RETRY = "SELECT status, attempts, abort_requested FROM procrastinate_jobs WHERE id = %(job)s FOR UPDATE"
 RETRY_PAUSES = (0.5, 1.0, 2.0, 5.0)
 """The pauses between tries of a run job's retry that met an outage (the last one repeated)."""
 
@@ -300,7 +300,9 @@ def _an_outage(error: BaseException) -> bool:
     """Whether an error of the job queue is the database not answering (no connection, or it was lost), not one of
     a statement (procrastinate wraps psycopg's errors)."""
     cause = error.__cause__ if isinstance(error, ConnectorException) else error
-    return isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError | OSError)
+    return isinstance(
+        cause, psycopg.OperationalError | psycopg.InterfaceError | psycopg.errors.ReadOnlySqlTransaction | OSError
+    ) or isinstance(error, TimeoutError)
 
 
 class _RunJobs(JobManager):
@@ -332,9 +334,11 @@ class _RunJobs(JobManager):
         patience = time.monotonic() + OUTAGE_TRIES * NOT_STARTED_RETRY_SECONDS
         for pause in itertools.chain(RETRY_PAUSES, itertools.repeat(RETRY_PAUSES[-1])):
             try:
-                await self._retried(job, retry_at, priority, queue, lock)
+                # (a try may wait for a connection, or for the row's lock a connection cut off still holds)
+                async with asyncio.timeout(max(patience - time.monotonic(), 0.0)):
+                    await self._retried(job, retry_at, priority, queue, lock)
                 return
-            except (ConnectorException, psycopg.Error, OSError) as error:
+            except (ConnectorException, psycopg.Error, OSError, TimeoutError) as error:
                 if not _an_outage(error) or time.monotonic() + pause > patience:
                     raise
                 logger.warning("a run's job could not go back to the queue: %s; trying again", error)
@@ -346,7 +350,9 @@ class _RunJobs(JobManager):
         connector = cast(procrastinate.PsycopgConnector, self.connector)
         async with connector.pool.connection() as connection, connection.transaction():
             rows = await connector.execute_query_all_async_with_connection(connection, _TO_RETRY, job=job.id)
-            if not rows or rows[0]["status"] != Status.DOING.value:
+            # As this worker took it: a try whose reply was lost may have put it back in the queue, and another
+            # worker may hold it again since (its attempts counted one more).
+            if not rows or rows[0]["status"] != Status.DOING.value or rows[0]["attempts"] != job.attempts:
                 logger.info(
                     "a run's job no longer held (back in the queue, or taken over) is left as it is",
                     extra={"job_id": job.id},

@@ -15,10 +15,11 @@ run, in the task of the run that delegated to it). Every process says every quar
 its own), and the workers end the runs with no job whose holder has been silent for twice as long
 (RecoverRuns.end_stranded): the process stopped, and no one waits for their answers. The database's clock says who
 is silent, and the worker's own clock confirms it (SilenceWitness): a forward step of the database's clock makes
-every process look silent at once, but a live one writes its row again within a quarter of the lost time. An advisory lock would not do
-there: it lapses whenever its connection does (the database restarting or failing over), and a check every few
-seconds would then end the runs of live processes. A silent row is as a worker's silent heartbeat is to
-procrastinate, with twice the patience (ending a run is for good, where taking a lost worker's job over resumes it).
+every process look silent at once, but a live one writes its row again within a quarter of the lost time. An
+advisory lock would not do there: it lapses whenever its connection does (the database restarting or failing over),
+and a check every few seconds would then end the runs of live processes. A silent row is as a worker's silent
+heartbeat is to procrastinate, with twice the patience (ending a run is for good, where taking a lost worker's job
+over resumes it).
 A process that never wrote a row (one of an earlier version, during a rolling upgrade) is not judged.
 """
 
