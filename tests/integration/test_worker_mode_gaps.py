@@ -674,8 +674,8 @@ async def test_a_runs_job_whose_retry_meets_an_outage_goes_back_to_the_queue_onc
     container: Container, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The run could not start for an outage (NotStarted), and the database is down still as its job is to go back
-    to the queue: the retry is tried again until the database answers (else the job would stay held by a live
-    worker, its run queued, its thread busy, for good)."""
+    to the queue: the retry is tried again in the background until the database answers (else the job would stay
+    held by a live worker, its run queued, its thread busy, for good)."""
     _thread, run = await queued_run(container)
     async with job_queue.opened(settings.database_url, 2, 4) as app:
         job_id = await _held_job(app, run)
@@ -696,6 +696,17 @@ async def test_a_runs_job_whose_retry_meets_an_outage_goes_back_to_the_queue_onc
                 patched.setattr(pool, "connection", unless_down)
                 patched.setattr(job_queue, "RETRY_PAUSES", (0.01,))
                 await app.job_manager.retry_job(Job.from_row(taken), retry_at=datetime.now(UTC))
+                returned_while_down = down[0] > 0
+                # Tried again in the background (the worker is not held up), as seen on a connection of the test's.
+                async with (
+                    await psycopg.AsyncConnection.connect(libpq_dsn(settings.database_url), autocommit=True) as own,
+                    asyncio.timeout(10),
+                ):
+                    while True:
+                        found = await own.execute("SELECT status FROM procrastinate_jobs WHERE id = %s", (job_id,))
+                        if (await found.fetchone()) == ("todo",):
+                            break
+                        await asyncio.sleep(0.05)
             jobs = await _run_jobs(app, run)
             # A try whose reply was lost is made again: the job, taken by another worker since, is left to it.
             await app.connector.execute_query_async(
@@ -705,6 +716,7 @@ async def test_a_runs_job_whose_retry_meets_an_outage_goes_back_to_the_queue_onc
             again = await _run_jobs(app, run)
         finally:
             await _left_behind(container, app, run)
+    assert returned_while_down  # the worker is not held up: a worker that stops need not wait for the database
     assert down == [0]  # the database was down for two tries
     assert jobs == [("todo", False, True)]
     assert again == [("doing", False, True)]

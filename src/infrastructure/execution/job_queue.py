@@ -17,6 +17,7 @@ hold what is queued, running or recent, not every run ever executed.
 import asyncio
 import contextlib
 import datetime
+import functools
 import itertools
 import logging
 import os
@@ -294,6 +295,25 @@ class _RunRetries(procrastinate.BaseRetryStrategy):
 _TO_RETRY = "SELECT status, attempts, abort_requested FROM procrastinate_jobs WHERE id = %(job)s FOR UPDATE"
 RETRY_PAUSES = (0.5, 1.0, 2.0, 5.0)
 """The pauses between tries of a run job's retry that met an outage (the last one repeated)."""
+RETRY_TRY_SECONDS = 10.0
+"""How long one try of a run job's retry may take."""
+
+
+async def _until_the_database_answers(retry: Callable[[], Awaitable[None]]) -> None:
+    """A run job's retry that met an outage, tried again until the database answers, for as long as a run may pause
+    for one (OUTAGE_TRIES)."""
+    patience = time.monotonic() + OUTAGE_TRIES * NOT_STARTED_RETRY_SECONDS
+    for pause in itertools.chain(RETRY_PAUSES, itertools.repeat(RETRY_PAUSES[-1])):
+        await asyncio.sleep(pause)
+        try:
+            async with asyncio.timeout(RETRY_TRY_SECONDS):
+                await retry()
+            logger.info("a run's job went back to the queue once the database answered")
+            return
+        except (ConnectorException, psycopg.Error, OSError, TimeoutError) as error:
+            if not _an_outage(error) or time.monotonic() + pause > patience:
+                logger.error("a run's job could not go back to the queue: %s; its worker holds it still", error)
+                return
 
 
 def _an_outage(error: BaseException) -> bool:
@@ -316,9 +336,14 @@ class _RunJobs(JobManager):
       over (_take_over_stalled_jobs, with a job of its own): a worker that was only cut off, back, leaves it failed.
     One transaction, the job's row locked first: a cancel waits for it (and then finds the job back in the queue,
     not held), and a worker that stops half-way leaves its job held, for the lost workers' recovery. A run whose
-    job is tried again because the database did not answer (NotStarted) may find it down still: the retry is tried
-    again until it answers, for as long as such a run may pause (OUTAGE_TRIES); else the job would stay held by a
-    live worker, its run queued for good."""
+    job is tried again because the database did not answer (NotStarted) may find it down still: the retry is then
+    tried again in the background until the database answers, for as long as such a run may pause (OUTAGE_TRIES),
+    else the job would stay held by a live worker, its run queued for good. In the background: a worker that stops
+    meanwhile does not wait for it (its job, held still, is the lost workers' recovery's)."""
+
+    def __init__(self, connector: Any) -> None:
+        super().__init__(connector)
+        self._retrying: set[asyncio.Task[None]] = set()
 
     async def retry_job(
         self,
@@ -331,18 +356,18 @@ class _RunJobs(JobManager):
         if job.task_name != TASK:
             await super().retry_job(job, retry_at=retry_at, priority=priority, queue=queue, lock=lock)
             return
-        patience = time.monotonic() + OUTAGE_TRIES * NOT_STARTED_RETRY_SECONDS
-        for pause in itertools.chain(RETRY_PAUSES, itertools.repeat(RETRY_PAUSES[-1])):
-            try:
-                # (a try may wait for a connection, or for the row's lock a connection cut off still holds)
-                async with asyncio.timeout(max(patience - time.monotonic(), 0.0)):
-                    await self._retried(job, retry_at, priority, queue, lock)
-                return
-            except (ConnectorException, psycopg.Error, OSError, TimeoutError) as error:
-                if not _an_outage(error) or time.monotonic() + pause > patience:
-                    raise
-                logger.warning("a run's job could not go back to the queue: %s; trying again", error)
-            await asyncio.sleep(pause)
+        retry = functools.partial(self._retried, job, retry_at, priority, queue, lock)
+        try:
+            # (a try may wait for a connection, or for the row's lock that a connection cut off still holds)
+            async with asyncio.timeout(RETRY_TRY_SECONDS):
+                await retry()
+        except (ConnectorException, psycopg.Error, OSError, TimeoutError) as error:
+            if not _an_outage(error):
+                raise
+            logger.warning("a run's job could not go back to the queue: %s; trying again", error)
+            task = asyncio.create_task(_until_the_database_answers(retry), name=f"retry-job-{job.id}")
+            self._retrying.add(task)
+            task.add_done_callback(self._retrying.discard)
 
     async def _retried(
         self, job: Job, retry_at: datetime.datetime | None, priority: int | None, queue: str | None, lock: str | None
