@@ -299,6 +299,19 @@ RETRY_TRY_SECONDS = 10.0
 """How long one try of a run job's retry may take."""
 
 
+async def _outage_in(retry: Callable[[], Awaitable[None]]) -> BaseException | None:
+    """One try of a run job's retry (a try may wait for a connection, or for the row's lock that a connection cut off
+    still holds): None once made; the error when the database did not answer. Any other error is raised."""
+    try:
+        async with asyncio.timeout(RETRY_TRY_SECONDS):
+            await retry()
+    except (ConnectorException, psycopg.Error, OSError, TimeoutError) as error:
+        if not _an_outage(error):
+            raise
+        return error
+    return None
+
+
 async def _until_the_database_answers(retry: Callable[[], Awaitable[None]]) -> None:
     """A run job's retry that met an outage, tried again until the database answers, for as long as a run may pause
     for one (OUTAGE_TRIES)."""
@@ -306,14 +319,15 @@ async def _until_the_database_answers(retry: Callable[[], Awaitable[None]]) -> N
     for pause in itertools.chain(RETRY_PAUSES, itertools.repeat(RETRY_PAUSES[-1])):
         await asyncio.sleep(pause)
         try:
-            async with asyncio.timeout(RETRY_TRY_SECONDS):
-                await retry()
+            outage = await _outage_in(retry)
+        except Exception as error:  # a statement's own: not tried again
+            outage = error
+        if outage is None:
             logger.info("a run's job went back to the queue once the database answered")
             return
-        except (ConnectorException, psycopg.Error, OSError, TimeoutError) as error:
-            if not _an_outage(error) or time.monotonic() + pause > patience:
-                logger.error("a run's job could not go back to the queue: %s; its worker holds it still", error)
-                return
+        if not _an_outage(outage) or time.monotonic() + pause > patience:
+            logger.error("a run's job could not go back to the queue: %s; its worker holds it still", outage)
+            return
 
 
 def _an_outage(error: BaseException) -> bool:
@@ -357,17 +371,13 @@ class _RunJobs(JobManager):
             await super().retry_job(job, retry_at=retry_at, priority=priority, queue=queue, lock=lock)
             return
         retry = functools.partial(self._retried, job, retry_at, priority, queue, lock)
-        try:
-            # (a try may wait for a connection, or for the row's lock that a connection cut off still holds)
-            async with asyncio.timeout(RETRY_TRY_SECONDS):
-                await retry()
-        except (ConnectorException, psycopg.Error, OSError, TimeoutError) as error:
-            if not _an_outage(error):
-                raise
-            logger.warning("a run's job could not go back to the queue: %s; trying again", error)
-            task = asyncio.create_task(_until_the_database_answers(retry), name=f"retry-job-{job.id}")
-            self._retrying.add(task)
-            task.add_done_callback(self._retrying.discard)
+        outage = await _outage_in(retry)
+        if outage is None:
+            return
+        logger.warning("a run's job could not go back to the queue: %s; trying again", outage)
+        task = asyncio.create_task(_until_the_database_answers(retry), name=f"retry-job-{job.id}")
+        self._retrying.add(task)
+        task.add_done_callback(self._retrying.discard)
 
     async def _retried(
         self, job: Job, retry_at: datetime.datetime | None, priority: int | None, queue: str | None, lock: str | None
