@@ -6,6 +6,7 @@ organization's lock does not hold up the organization's writes; a job queue that
 answers makes the API not ready (503), not a server error."""
 
 import asyncio
+import itertools
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable
@@ -674,16 +675,18 @@ async def test_a_runs_job_whose_retry_meets_an_outage_goes_back_to_the_queue_onc
     container: Container, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The run could not start for an outage (NotStarted), and the database is down still as its job is to go back
-    to the queue: the retry is tried again in the background until the database answers (else the job would stay
-    held by a live worker, its run queued, its thread busy, for good)."""
+    to the queue: the retry is tried again in the background until the database answers, however long it is down
+    (else the job would stay held by a live worker, its run queued, its thread busy, for good): here a minute passes
+    on the worker's clock at each try, and the database answers after ten."""
     _thread, run = await queued_run(container)
     async with job_queue.opened(settings.database_url, 2, 4) as app:
         job_id = await _held_job(app, run)
         [taken] = await app.connector.execute_query_all_async(
             "SELECT * FROM procrastinate_jobs WHERE id = %(id)s", id=job_id
         )
-        pool, down = cast(procrastinate.PsycopgConnector, app.connector).pool, [2]
+        pool, down = cast(procrastinate.PsycopgConnector, app.connector).pool, [10]
         connection = pool.connection
+        minutes = itertools.count()
 
         def unless_down(*args: Any, **kwargs: Any) -> Any:
             if down[0]:
@@ -695,6 +698,7 @@ async def test_a_runs_job_whose_retry_meets_an_outage_goes_back_to_the_queue_onc
             with monkeypatch.context() as patched:
                 patched.setattr(pool, "connection", unless_down)
                 patched.setattr(job_queue, "RETRY_PAUSES", (0.01,))
+                patched.setattr(job_queue, "time", SimpleNamespace(monotonic=lambda: 60.0 * next(minutes)))
                 await app.job_manager.retry_job(Job.from_row(taken), retry_at=datetime.now(UTC))
                 returned_while_down = down[0] > 0
                 # Tried again in the background (the worker is not held up), as seen on a connection of the test's.
@@ -717,7 +721,7 @@ async def test_a_runs_job_whose_retry_meets_an_outage_goes_back_to_the_queue_onc
         finally:
             await _left_behind(container, app, run)
     assert returned_while_down  # the worker is not held up: a worker that stops need not wait for the database
-    assert down == [0]  # the database was down for two tries
+    assert down == [0]  # the database was down for ten tries
     assert jobs == [("todo", False, True)]
     assert again == [("doing", False, True)]
 

@@ -313,20 +313,18 @@ async def _outage_in(retry: Callable[[], Awaitable[None]]) -> BaseException | No
 
 
 async def _until_the_database_answers(retry: Callable[[], Awaitable[None]]) -> None:
-    """A run job's retry that met an outage, tried again until the database answers, for as long as a run may pause
-    for one (OUTAGE_TRIES)."""
-    patience = time.monotonic() + OUTAGE_TRIES * NOT_STARTED_RETRY_SECONDS
+    """A run job's retry that met an outage, tried again until the database answers, however long it is down: given
+    up, the job would stay held by this live worker and its run queued, its thread busy, until the worker stops. A
+    worker that stops meanwhile drops it (its job, held still, is the lost workers' recovery's)."""
     for pause in itertools.chain(RETRY_PAUSES, itertools.repeat(RETRY_PAUSES[-1])):
         await asyncio.sleep(pause)
         try:
             outage = await _outage_in(retry)
-        except Exception as error:  # a statement's own: not tried again
-            outage = error
+        except Exception:  # a statement's own: not tried again
+            logger.exception("a run's job could not go back to the queue; its worker holds it still")
+            return
         if outage is None:
             logger.info("a run's job went back to the queue once the database answered")
-            return
-        if not _an_outage(outage) or time.monotonic() + pause > patience:
-            logger.error("a run's job could not go back to the queue: %s; its worker holds it still", outage)
             return
 
 
@@ -351,9 +349,9 @@ class _RunJobs(JobManager):
     One transaction, the job's row locked first: a cancel waits for it (and then finds the job back in the queue,
     not held), and a worker that stops half-way leaves its job held, for the lost workers' recovery. A run whose
     job is tried again because the database did not answer (NotStarted) may find it down still: the retry is then
-    tried again in the background until the database answers, for as long as such a run may pause (OUTAGE_TRIES),
-    else the job would stay held by a live worker, its run queued for good. In the background: a worker that stops
-    meanwhile does not wait for it (its job, held still, is the lost workers' recovery's)."""
+    tried again in the background until the database answers, else the job would stay held by a live worker, its
+    run queued for good. In the background: a worker that stops meanwhile does not wait for it (its job, held still,
+    is the lost workers' recovery's)."""
 
     def __init__(self, connector: Any) -> None:
         super().__init__(connector)
